@@ -1,0 +1,29 @@
+"""The typed HTTP client for det's master, as task processes use it.
+
+``MasterClient`` has one method per endpoint (upstream Determined's paths and JSON conventions).
+``Session`` carries the master URL, the token and the retry policy (only idempotent calls are retried).
+"""
+
+from determined.client._client import MasterClient, metrics_body, utc_now_iso
+from determined.client._context_dir import read_context_dir
+from determined.client._errors import (
+    APIError,
+    ForbiddenError,
+    MasterNotFoundError,
+    NotFoundError,
+    UnauthenticatedError,
+)
+from determined.client._session import Session
+
+__all__ = [
+    "APIError",
+    "ForbiddenError",
+    "MasterClient",
+    "MasterNotFoundError",
+    "NotFoundError",
+    "Session",
+    "UnauthenticatedError",
+    "metrics_body",
+    "read_context_dir",
+    "utc_now_iso",
+]

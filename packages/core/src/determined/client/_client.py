@@ -1,0 +1,242 @@
+"""The typed master client: one method per endpoint a task process calls.
+
+Paths and JSON field names are upstream Determined's (grpc-gateway camelCase), so a trial written
+against det talks to a det master and the wire stays familiar. Tests fake the master with a real HTTP
+server on a loopback port, never by patching these methods.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from determined.client import _errors
+from determined.client._session import Session
+
+
+def utc_now_iso() -> str:
+    """The current time as RFC 3339 UTC, the way the master stores report times."""
+    return datetime.datetime.now(datetime.timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+class MasterClient:
+    """Calls the master on behalf of one task (trial) process.
+
+    Args:
+        session: the HTTP session (it carries the master URL and the allocation token).
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self._batch_metrics_supported: bool | None = None
+
+    # ---- master ---------------------------------------------------------------------------------
+    def get_master_info(self) -> dict[str, Any]:
+        return dict(self.session.request("GET", "/api/v1/master") or {})
+
+    # ---- runs and trials --------------------------------------------------------------------------
+    def start_run(self, run_id: int, checkpoint_storage: dict[str, Any] | None) -> int | None:
+        """POST /api/v1/runs/start: announce the run; returns the master's storage backend id."""
+        body: dict[str, Any] = {"runId": run_id}
+        if checkpoint_storage is not None:
+            body["checkpointStorage"] = checkpoint_storage
+        answer = (
+            self.session.request("POST", "/api/v1/runs/start", body=body, idempotent=True) or {}
+        )
+        storage_id = answer.get("storageId")
+        return int(storage_id) if storage_id is not None else None
+
+    def report_trial_metrics(
+        self,
+        trial_id: int,
+        trial_run_id: int,
+        group: str,
+        metrics: dict[str, Any],
+        steps_completed: int | None = None,
+        batch_metrics: list[dict[str, Any]] | None = None,
+        report_time: str | None = None,
+    ) -> None:
+        """POST /api/v1/trials/{id}/metrics."""
+        self.session.request(
+            "POST",
+            f"/api/v1/trials/{trial_id}/metrics",
+            body=metrics_body(
+                trial_id, trial_run_id, group, metrics, steps_completed, batch_metrics, report_time
+            ),
+        )
+
+    def report_trial_metrics_batch(self, trial_id: int, reports: list[dict[str, Any]]) -> None:
+        """Several reports (bodies as :func:`metrics_body` builds them) in one request.
+
+        Uses det's batch endpoint when the master has it, else one upstream request per report.
+        """
+        if self._batch_metrics_supported is not False and len(reports) > 1:
+            try:
+                self.session.request(
+                    "POST", f"/api/v1/trials/{trial_id}/metrics/batch", body={"reports": reports}
+                )
+                self._batch_metrics_supported = True
+                return
+            except _errors.APIError as exc:
+                if exc.status not in (404, 405) or self._batch_metrics_supported:
+                    raise
+                self._batch_metrics_supported = False
+        for report in reports:
+            self.session.request("POST", f"/api/v1/trials/{trial_id}/metrics", body=report)
+
+    def report_progress(self, trial_id: int, progress: float) -> None:
+        self.session.request(
+            "POST",
+            f"/api/v1/trials/{trial_id}/progress",
+            body={"progress": progress, "is_raw": True},
+        )
+
+    def set_runner_status(self, trial_id: int, status: str) -> None:
+        self.session.request(
+            "POST",
+            f"/api/v1/trials/{trial_id}/runner/metadata",
+            body={"metadata": {"state": status}},
+        )
+
+    def report_early_exit(self, trial_id: int, reason: str) -> bool:
+        """Returns False when the master already had an early exit for this trial (HTTP 400)."""
+        try:
+            self.session.request(
+                "POST", f"/api/v1/trials/{trial_id}/early_exit", body={"reason": reason}
+            )
+        except _errors.APIError as exc:
+            if exc.status == 400:
+                return False
+            raise
+        return True
+
+    def get_best_searcher_validation_metric(self, experiment_id: int) -> float | None:
+        try:
+            answer = self.session.request(
+                "GET",
+                f"/api/v1/experiments/{experiment_id}/searcher/best_searcher_validation_metric",
+            )
+        except _errors.NotFoundError:
+            return None
+        metric = (answer or {}).get("metric")
+        return float(metric) if metric is not None else None
+
+    def set_run_metadata(self, run_id: int, metadata: dict[str, Any]) -> dict[str, Any]:
+        answer = self.session.request(
+            "POST", f"/api/v1/runs/{run_id}/metadata", body={"runId": run_id, "metadata": metadata}
+        )
+        return dict((answer or {}).get("metadata") or {})
+
+    def get_run_metadata(self, run_id: int) -> dict[str, Any]:
+        answer = self.session.request("GET", f"/api/v1/runs/{run_id}/metadata")
+        return dict((answer or {}).get("metadata") or {})
+
+    def get_trial(self, trial_id: int) -> dict[str, Any]:
+        return dict(
+            (self.session.request("GET", f"/api/v1/trials/{trial_id}") or {}).get("trial") or {}
+        )
+
+    # ---- checkpoints ------------------------------------------------------------------------------
+    def report_checkpoint(
+        self,
+        uuid: str,
+        *,
+        task_id: str,
+        allocation_id: str | None,
+        resources: dict[str, int],
+        metadata: dict[str, Any],
+        storage_id: int | None = None,
+        report_time: str | None = None,
+    ) -> None:
+        """POST /api/v1/checkpoints: a completed checkpoint (resource sizes are sent as strings)."""
+        body: dict[str, Any] = {
+            "uuid": uuid,
+            "taskId": task_id,
+            "reportTime": report_time or utc_now_iso(),
+            "resources": {path: str(size) for path, size in resources.items()},
+            "metadata": metadata,
+            "state": "STATE_COMPLETED",
+            "training": {},
+        }
+        if allocation_id is not None:
+            body["allocationId"] = allocation_id
+        if storage_id is not None:
+            body["storageId"] = storage_id
+        self.session.request("POST", "/api/v1/checkpoints", body=body, idempotent=True)
+
+    def patch_checkpoint_resources(self, uuid: str, resources: dict[str, int]) -> None:
+        """PATCH /api/v1/checkpoints: the files that remain after a (partial) delete."""
+        body = {
+            "checkpoints": [
+                {
+                    "uuid": uuid,
+                    "resources": {"resources": {k: str(v) for k, v in resources.items()}},
+                }
+            ]
+        }
+        self.session.request("PATCH", "/api/v1/checkpoints", body=body)
+
+    def get_checkpoint(self, uuid: str) -> dict[str, Any]:
+        return dict(
+            (self.session.request("GET", f"/api/v1/checkpoints/{uuid}") or {}).get("checkpoint")
+            or {}
+        )
+
+    # ---- allocations ------------------------------------------------------------------------------
+    def get_preemption_signal(self, allocation_id: str, timeout_seconds: int) -> bool:
+        """Long-poll: returns as soon as the master asks this allocation to stop, or after the timeout."""
+        answer = self.session.request(
+            "GET",
+            f"/api/v1/allocations/{allocation_id}/signals/preemption",
+            params={"timeout_seconds": timeout_seconds},
+            timeout=timeout_seconds + 10,
+        )
+        return bool((answer or {}).get("preempt", False))
+
+    def ack_preemption(self, allocation_id: str) -> None:
+        self.session.request(
+            "POST", f"/api/v1/allocations/{allocation_id}/signals/ack_preemption", idempotent=True
+        )
+
+    # ---- misc -------------------------------------------------------------------------------------
+    def post_task_logs(self, logs: list[dict[str, Any]]) -> None:
+        self.session.request("POST", "/api/v1/task/logs", body={"logs": logs})
+
+    def post_custom_webhook(
+        self, experiment_id: int, trial_id: int, title: str, description: str, level: str
+    ) -> None:
+        body = {
+            "data": {"title": title, "description": description, "level": level},
+            "experimentId": experiment_id,
+            "trialId": trial_id,
+        }
+        self.session.request("POST", "/api/v1/webhooks/custom", body=body)
+
+    def post_trial_source_info(self, trial_source_info: dict[str, Any]) -> None:
+        self.session.request(
+            "POST", "/api/v1/trial-source-info", body={"trialSourceInfo": trial_source_info}
+        )
+
+    def close(self) -> None:
+        self.session.close()
+
+
+def metrics_body(
+    trial_id: int,
+    trial_run_id: int,
+    group: str,
+    metrics: dict[str, Any],
+    steps_completed: int | None = None,
+    batch_metrics: list[dict[str, Any]] | None = None,
+    report_time: str | None = None,
+) -> dict[str, Any]:
+    """The JSON body of one metrics report."""
+    inner: dict[str, Any] = {"avgMetrics": metrics}
+    if batch_metrics is not None:
+        inner["batchMetrics"] = batch_metrics
+    report: dict[str, Any] = {"trialId": trial_id, "trialRunId": trial_run_id, "metrics": inner}
+    if steps_completed is not None:
+        report["stepsCompleted"] = steps_completed
+    if report_time is not None:
+        report["reportTime"] = report_time
+    return {"group": group, "metrics": report}

@@ -1,0 +1,200 @@
+"""One HTTP session to the master: JSON encoding, auth headers, error mapping and safe retries.
+
+Only idempotent requests are retried (GET, PUT, DELETE, and calls the client marks idempotent): retrying a
+POST that reached the master could report a metric or a checkpoint twice.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from determined.client import _errors
+
+if TYPE_CHECKING:
+    import requests
+
+ALLOCATION_TOKEN_HEADER = "Grpc-Metadata-x-allocation-token"
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+
+
+def _sanitize(value: Any) -> Any:
+    """Make ``value`` JSON-safe the way Determined does: NaN/±Inf as strings, numpy scalars as Python."""
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, dict):
+        return {str(k): _sanitize(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_sanitize(v) for v in value]
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    item = getattr(value, "item", None)  # numpy / torch scalars
+    if callable(item):
+        try:
+            return _sanitize(item())
+        except (TypeError, ValueError):
+            pass
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist):
+        return _sanitize(tolist())
+    return str(value)
+
+
+def encode_json(body: Any) -> bytes:
+    return json.dumps(_sanitize(body), allow_nan=False).encode()
+
+
+class Session:
+    """A keep-alive HTTP session to one master.
+
+    Args:
+        master_url: ``http://host:port``.
+        token: a user session token (``Authorization: Bearer``) or, with ``allocation_token=True``, the
+            allocation token a trial got in its ClusterInfo.
+        cert: a CA bundle path, ``False`` to skip verification, or ``None`` for the default.
+        max_retries: attempts for idempotent requests on connection errors and 502/503/504.
+    """
+
+    def __init__(
+        self,
+        master_url: str,
+        token: str | None = None,
+        *,
+        allocation_token: bool = False,
+        cert: str | bool | None = None,
+        max_retries: int = 5,
+        backoff: float = 0.5,
+    ) -> None:
+        self.master_url = master_url.rstrip("/")
+        self.token = token
+        self.allocation_token = allocation_token
+        self.cert = cert
+        self.max_retries = max_retries
+        self.backoff = backoff
+        # requests.Session is not documented thread-safe: one per thread (metrics, watcher, main).
+        self._local = threading.local()
+
+    def _http(self) -> requests.Session:
+        http = getattr(self._local, "http", None)
+        if http is None:
+            import requests
+
+            http = requests.Session()
+            if self.cert is not None:
+                http.verify = self.cert
+            self._local.http = http
+        return http
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            name = ALLOCATION_TOKEN_HEADER if self.allocation_token else "Authorization"
+            headers[name] = f"Bearer {self.token}"
+        return headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: dict[str, Any] | None = None,
+        timeout: float | None = 60.0,
+        idempotent: bool | None = None,
+    ) -> Any:
+        """Send one request; return the decoded JSON body (``None`` when empty).
+
+        Raises:
+            APIError (or a subclass) for error statuses, MasterNotFoundError when unreachable.
+        """
+        import requests
+
+        retry = method in IDEMPOTENT_METHODS if idempotent is None else idempotent
+        attempts = self.max_retries if retry else 1
+        url = f"{self.master_url}/{path.lstrip('/')}"
+        data = encode_json(body) if body is not None else None
+        for attempt in range(attempts):
+            try:
+                response = self._http().request(
+                    method, url, data=data, params=params, headers=self.headers(), timeout=timeout
+                )
+            except requests.ConnectionError as exc:
+                if attempt + 1 >= attempts:
+                    raise _errors.MasterNotFoundError(
+                        f"cannot reach the master at {self.master_url}: {exc}"
+                    ) from exc
+            else:
+                if response.status_code in (502, 503, 504) and attempt + 1 < attempts:
+                    pass
+                else:
+                    return self._decode(method, path, response)
+            time.sleep(self.backoff * (2**attempt))
+        raise AssertionError("unreachable")
+
+    def stream(
+        self, path: str, *, params: dict[str, Any] | None = None, timeout: float | None = None
+    ) -> Any:
+        """Yield the ``result`` of each line of a newline-delimited JSON stream."""
+        import requests
+
+        url = f"{self.master_url}/{path.lstrip('/')}"
+        try:
+            response = self._http().get(
+                url, params=params, headers=self.headers(), stream=True, timeout=timeout
+            )
+        except requests.ConnectionError as exc:
+            raise _errors.MasterNotFoundError(
+                f"cannot reach the master at {self.master_url}: {exc}"
+            ) from exc
+        if response.status_code >= 300:
+            self._decode("GET", path, response)
+        with response:
+            for line in response.iter_lines():
+                if not line:
+                    continue
+                item = json.loads(line)
+                if item.get("error"):
+                    raise _errors.APIError("GET", path, 500, _message(item))
+                yield item.get("result", item)
+
+    @staticmethod
+    def _decode(method: str, path: str, response: requests.Response) -> Any:
+        if response.status_code < 300:
+            if not response.content:
+                return None
+            return response.json()
+        try:
+            message = _message(response.json())
+        except ValueError:
+            message = response.text.strip() or response.reason
+        kind = {
+            401: _errors.UnauthenticatedError,
+            403: _errors.ForbiddenError,
+            404: _errors.NotFoundError,
+        }.get(response.status_code, _errors.APIError)
+        raise kind(method, path, response.status_code, message)
+
+    def close(self) -> None:
+        http = getattr(self._local, "http", None)
+        if http is not None:
+            http.close()
+            self._local.http = None
+
+
+def _message(body: Any) -> str:
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict):
+            return str(error.get("error") or error.get("message") or error)
+        if error:
+            return str(error)
+        if "message" in body:
+            return str(body["message"])
+    return str(body)

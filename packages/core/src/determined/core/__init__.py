@@ -1,0 +1,45 @@
+"""The Core API: ``det.core.init()`` and the contexts it returns, plus the plugin markers.
+
+Plugins implement the specs of :mod:`determined.core.hookspecs` with :data:`hookimpl`.
+"""
+
+from determined.core._checkpoint import (
+    CheckpointContext,
+    DownloadMode,
+    merge_metadata,
+    merge_resources,
+)
+from determined.core._context import Context, init
+from determined.core._distributed import DistributedContext
+from determined.core._experimental import ExperimentalCoreContext
+from determined.core._markers import hookimpl, hookspec
+from determined.core._preempt import PreemptContext, PreemptMode
+from determined.core._preempt_sources import PreemptionSource
+from determined.core._profiler import ProfilerContext
+from determined.core._searcher import SearcherContext, SearcherMode, SearcherOperation, Unit
+from determined.core._tensorboard import TensorboardMode
+from determined.core._train import EarlyExitReason, TrainContext
+
+__all__ = [
+    "CheckpointContext",
+    "Context",
+    "DistributedContext",
+    "DownloadMode",
+    "EarlyExitReason",
+    "ExperimentalCoreContext",
+    "PreemptContext",
+    "PreemptMode",
+    "PreemptionSource",
+    "ProfilerContext",
+    "SearcherContext",
+    "SearcherMode",
+    "SearcherOperation",
+    "TensorboardMode",
+    "TrainContext",
+    "Unit",
+    "hookimpl",
+    "hookspec",
+    "init",
+    "merge_metadata",
+    "merge_resources",
+]

@@ -1,0 +1,10 @@
+"""Launchers: run a training script as several processes (``python -m determined.launch.X SCRIPT...``).
+
+- ``wrap_rank``: run a command, prefixing each line of its output with ``[rank=N] ``.
+- ``torch_distributed``: run a script under torchrun with one process per slot of each container.
+- ``tensorflow``: run a script once per container, with ``TF_CONFIG`` for multi-worker strategies.
+
+Each works off-cluster too (one node, defaults from the command line) so scripts can be tried locally.
+"""
+
+__all__: list[str] = []

@@ -1,0 +1,81 @@
+"""Helpers shared by the launchers: free ports and running a child with forwarded signals."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import types
+from collections.abc import Callable, Mapping, Sequence
+
+FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct TCP ports that were free on ``host`` a moment ago."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind((host, 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def exit_code(returncode: int) -> int:
+    """A shell-style exit status: a child killed by signal N becomes 128 + N."""
+    return 128 - returncode if returncode < 0 else returncode
+
+
+def run_forwarding_signals(
+    cmd: Sequence[str],
+    env: Mapping[str, str] | None = None,
+    whole_group: bool = False,
+    on_start: Callable[[subprocess.Popen[bytes]], None] | None = None,
+    **popen_kwargs: object,
+) -> subprocess.Popen[bytes]:
+    """Start ``cmd`` and forward SIGTERM/SIGINT to it until it exits; returns the finished process.
+
+    With ``whole_group`` the child leads a new process group and signals go to the whole group, so a
+    launcher's grandchildren (torchrun's workers) are terminated too. ``on_start`` runs right after
+    the child starts (e.g. to start threads that read its pipes).
+    """
+    try:
+        proc = subprocess.Popen(
+            list(cmd),
+            env=dict(env) if env is not None else None,
+            start_new_session=whole_group,
+            **popen_kwargs,  # type: ignore[call-overload]
+        )
+    except FileNotFoundError as exc:
+        print(f"det launcher: cannot run {cmd[0]!r}: {exc}", file=sys.stderr)
+        raise SystemExit(127) from None
+
+    def forward(signum: int, _frame: types.FrameType | None) -> None:
+        try:
+            if whole_group:
+                os.killpg(proc.pid, signum)
+            else:
+                proc.send_signal(signum)
+        except ProcessLookupError:
+            pass
+
+    if on_start is not None:
+        on_start(proc)
+    previous = {}
+    for signum in FORWARDED_SIGNALS:
+        try:
+            previous[signum] = signal.signal(signum, forward)
+        except ValueError:  # not the main thread: cannot install handlers
+            pass
+    try:
+        proc.wait()
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    return proc

@@ -1,0 +1,126 @@
+"""Request plumbing shared by every route: JSON bodies, authentication, the master object."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Request
+from sqlalchemy import select
+
+from determined.master import _auth
+from determined.master._wire import APIError, as_utc
+from determined.master.db import Allocation, Run, User, UserSession, utcnow
+
+if TYPE_CHECKING:
+    from determined.master._master import Master
+
+
+@dataclasses.dataclass
+class Principal:
+    """Who is calling: a user, and the allocation when a trial calls with its allocation token."""
+
+    user: User
+    allocation_id: str | None = None
+    session_id: int | None = None
+
+
+def master_of(request: Request) -> Master:
+    return request.app.state.master  # type: ignore[no-any-return]
+
+
+async def json_body(request: Request) -> dict[str, Any]:
+    """The request body as a JSON object ({} when empty); 400 for malformed JSON."""
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise APIError(400, f"malformed JSON body: {e}") from None
+    if not isinstance(body, dict):
+        raise APIError(400, "the request body must be a JSON object")
+    return body
+
+
+async def json_any(request: Request) -> Any:
+    """The request body as any JSON value (legacy ``/task-logs`` posts a bare list)."""
+    raw = await request.body()
+    if not raw.strip():
+        return None
+    try:
+        return json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise APIError(400, f"malformed JSON body: {e}") from None
+
+
+def _bearer(value: str | None) -> str | None:
+    if not value:
+        return None
+    parts = value.split(None, 1)
+    if len(parts) == 2 and parts[0].lower() == "bearer":
+        return parts[1].strip()
+    return None
+
+
+def authenticate(request: Request) -> Principal:
+    """Resolve the caller from ``Authorization: Bearer`` (user or allocation token) or
+    ``Grpc-Metadata-x-allocation-token: Bearer``; 401 otherwise."""
+    master = master_of(request)
+    alloc_token = _bearer(request.headers.get("grpc-metadata-x-allocation-token"))
+    user_token = _bearer(request.headers.get("authorization"))
+    if user_token is None:
+        cookie = request.cookies.get("auth")
+        user_token = cookie or None
+    candidates = [t for t in (alloc_token, user_token) if t]
+    if not candidates:
+        raise APIError(401, "authentication required: send 'Authorization: Bearer <token>'")
+    with master.db.read() as session:
+        for token in candidates:
+            digest = _auth.token_hash(token)
+            sess = session.scalar(select(UserSession).where(UserSession.token_hash == digest))
+            if sess is not None:
+                expiry = as_utc(sess.expiry)
+                if sess.revoked_at is None and expiry is not None and expiry > utcnow():
+                    user = session.get(User, sess.user_id)
+                    if user is not None and user.active:
+                        session.expunge(user)
+                        return Principal(user, None, sess.id)
+            alloc = session.scalar(
+                select(Allocation).where(
+                    Allocation.token_hash == digest, Allocation.end_time.is_(None)
+                )
+            )
+            if alloc is not None and alloc.trial_id is not None:
+                run = session.get(Run, alloc.trial_id)
+                from determined.master.db import Experiment
+
+                exp = session.get(Experiment, run.experiment_id) if run else None
+                user = session.get(User, exp.owner_id) if exp else None
+                if user is not None:
+                    session.expunge(user)
+                    return Principal(user, alloc.allocation_id, None)
+    raise APIError(401, "invalid or expired token; log in again")
+
+
+def require_admin(principal: Principal) -> None:
+    if not principal.user.admin:
+        raise APIError(403, "only an admin may do this")
+
+
+def int_param(value: Any, name: str, default: int | None = None) -> int | None:
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise APIError(400, f"{name}: must be an integer, got {value!r}") from None
+
+
+def bool_param(value: Any, default: bool = False) -> bool:
+    if value in (None, ""):
+        return default
+    if isinstance(value, bool):
+        return value
+    return str(value).lower() in ("1", "true", "yes", "on")

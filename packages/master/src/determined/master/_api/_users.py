@@ -1,0 +1,220 @@
+"""Login, sessions, users and the master's own description."""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy import select
+
+from determined.master import _auth
+from determined.master._api import _serialize
+from determined.master._api._deps import (
+    Principal,
+    authenticate,
+    json_body,
+    master_of,
+    require_admin,
+)
+from determined.master._wire import APIError, get
+from determined.master.db import User, UserSession, utcnow
+
+router = APIRouter()
+
+
+def _hashed_password(body: dict[str, Any], field: str = "password") -> str:
+    password = get(body, field, "") or ""
+    if not isinstance(password, str):
+        raise APIError(400, f"{field}: must be a string")
+    if get(body, "is_hashed", False):
+        return password
+    return _auth.client_hash(password)
+
+
+@router.post("/api/v1/auth/login", tags=["Authentication"])
+def login(request: Request, body: dict[str, Any] = Depends(json_body)) -> dict[str, Any]:
+    """Exchange a username and password for a session token."""
+    master = master_of(request)
+    username = get(body, "username")
+    if not isinstance(username, str) or not username:
+        raise APIError(400, "username: required")
+    hashed = _hashed_password(body)
+    with master.db.write() as session:
+        user = session.scalar(select(User).where(User.username == username))
+        if user is None or not _auth.check_password(hashed, user.password_hash):
+            raise APIError(401, "invalid credentials")
+        if not user.active:
+            raise APIError(403, "user is not active")
+        token = _auth.new_token()
+        session.add(
+            UserSession(
+                user_id=user.id,
+                token_hash=_auth.token_hash(token),
+                expiry=utcnow() + datetime.timedelta(days=_auth.SESSION_DAYS),
+            )
+        )
+        user.last_auth_at = utcnow()
+        session.flush()
+        return {"token": token, "user": _serialize.user(user)}
+
+
+@router.post("/api/v1/auth/logout", tags=["Authentication"])
+def logout(request: Request, principal: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """Revoke the calling session."""
+    if principal.session_id is not None:
+        with master_of(request).db.write() as session:
+            sess = session.get(UserSession, principal.session_id)
+            if sess is not None:
+                session.delete(sess)
+    return {}
+
+
+@router.get("/api/v1/auth/user", tags=["Authentication"])
+def current_user(principal: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """The calling user."""
+    return {"user": _serialize.user(principal.user)}
+
+
+@router.get("/api/v1/me", tags=["Users"])
+def me(principal: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """The calling user."""
+    return {"user": _serialize.user(principal.user)}
+
+
+@router.get("/api/v1/users/me", tags=["Users"])
+def users_me(principal: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """The calling user (the path older clients use to check a cached token)."""
+    return {"user": _serialize.user(principal.user)}
+
+
+@router.get("/api/v1/users", tags=["Users"])
+def list_users(request: Request, principal: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """Every user."""
+    with master_of(request).db.read() as session:
+        users = list(session.scalars(select(User).order_by(User.id)))
+        return {
+            "users": [_serialize.user(u) for u in users],
+            "pagination": {"offset": 0, "limit": len(users), "total": len(users)},
+        }
+
+
+@router.post("/api/v1/users", tags=["Users"])
+def create_user(
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Create a user (admins only)."""
+    require_admin(principal)
+    spec = get(body, "user") or {}
+    if not isinstance(spec, dict):
+        raise APIError(400, "user: must be an object")
+    username = spec.get("username")
+    if not isinstance(username, str) or not username.strip():
+        raise APIError(400, "user.username: required")
+    hashed = _hashed_password(body)
+    with master_of(request).db.write() as session:
+        if session.scalar(select(User).where(User.username == username)) is not None:
+            raise APIError(409, f"user {username!r} already exists")
+        user = User(
+            username=username,
+            display_name=get(spec, "display_name"),
+            admin=bool(spec.get("admin", False)),
+            active=bool(spec.get("active", True)),
+            remote=bool(spec.get("remote", False)),
+            password_hash=_auth.store_hash(hashed),
+        )
+        session.add(user)
+        session.flush()
+        return {"user": _serialize.user(user)}
+
+
+@router.get("/api/v1/users/setting", tags=["Users"])
+def user_settings(principal: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """Web UI settings (none are stored yet)."""
+    return {"settings": []}
+
+
+def _find_user(session: Any, user_id: int) -> User:
+    user = session.get(User, user_id)
+    if user is None:
+        raise APIError(404, f"user {user_id} not found")
+    return user
+
+
+@router.get("/api/v1/users/{user_id}", tags=["Users"])
+def get_user(
+    request: Request, user_id: int, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """One user by id."""
+    with master_of(request).db.read() as session:
+        return {"user": _serialize.user(_find_user(session, user_id))}
+
+
+@router.get("/api/v1/users/{username}/by-username", tags=["Users"])
+def get_user_by_name(
+    request: Request, username: str, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """One user by name."""
+    with master_of(request).db.read() as session:
+        user = session.scalar(select(User).where(User.username == username))
+        if user is None:
+            raise APIError(404, f"user {username!r} not found")
+        return {"user": _serialize.user(user)}
+
+
+@router.patch("/api/v1/users/{user_id}", tags=["Users"])
+def patch_user(
+    request: Request,
+    user_id: int,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Change a user (admins; a user may change their own display name and password)."""
+    self_edit = principal.user.id == user_id
+    privileged = {"admin", "active", "username", "remote"}
+    if not principal.user.admin and (not self_edit or privileged & set(body)):
+        raise APIError(403, "only an admin may change other users or these fields")
+    with master_of(request).db.write() as session:
+        user = _find_user(session, user_id)
+        if "username" in body:
+            name = body["username"]
+            if not isinstance(name, str) or not name.strip():
+                raise APIError(400, "username: must be a non-empty string")
+            clash = session.scalar(select(User).where(User.username == name, User.id != user_id))
+            if clash is not None:
+                raise APIError(409, f"user {name!r} already exists")
+            user.username = name
+        if get(body, "display_name") is not None:
+            user.display_name = str(get(body, "display_name"))
+        for field in ("admin", "active", "remote"):
+            if field in body:
+                setattr(user, field, bool(body[field]))
+        if "password" in body:
+            user.password_hash = _auth.store_hash(_hashed_password(body))
+        user.modified_at = utcnow()
+        session.flush()
+        return {"user": _serialize.user(user)}
+
+
+@router.post("/api/v1/users/{user_id}/password", tags=["Users"])
+def set_password(
+    request: Request,
+    user_id: int,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Set a user's password (the user themself or an admin). Clients send it hashed."""
+    if principal.user.id != user_id:
+        require_admin(principal)
+    password = body.get("password")
+    if not isinstance(password, str):
+        raise APIError(400, "password: required")
+    hashed = password if get(body, "is_hashed", True) else _auth.client_hash(password)
+    with master_of(request).db.write() as session:
+        user = _find_user(session, user_id)
+        user.password_hash = _auth.store_hash(hashed)
+        user.modified_at = utcnow()
+        session.flush()
+        return {"user": _serialize.user(user)}

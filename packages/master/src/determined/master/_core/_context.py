@@ -1,0 +1,162 @@
+"""Model definitions (the experiment's context directory) as tar.gz, built and extracted defensively.
+
+Upstream clients upload a list of ``File`` objects ``{path, type, content (base64), mtime, mode, uid,
+gid}`` where ``type`` is ``ord('0')`` for a regular file and ``ord('5')`` for a directory. The master
+stores them as one tar.gz. Hostile entries (``..``, absolute paths, links, device files) are refused
+both when the upload is packed and again when a tarball is extracted into a trial's work directory.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import io
+import os
+import pathlib
+import posixpath
+import tarfile
+import time
+from collections.abc import Iterable
+from typing import Any
+
+MAX_CONTEXT_BYTES = 95 * 1024 * 1024
+"""The largest context directory accepted (upstream: 96 MiB gRPC limit minus 1 MiB)."""
+
+REGULAR_FILE = ord("0")
+DIRECTORY = ord("5")
+
+
+class ContextError(ValueError):
+    """The uploaded model definition is unacceptable (the message says which entry and why)."""
+
+
+def _safe_relpath(path: str, where: str) -> str:
+    if not isinstance(path, str) or not path:
+        raise ContextError(f"{where}: path must be a non-empty string")
+    if "\x00" in path:
+        raise ContextError(f"{where}: path {path!r} contains a NUL byte")
+    if path.startswith("/") or path.startswith("\\") or (len(path) > 1 and path[1] == ":"):
+        raise ContextError(f"{where}: absolute path {path!r} is not allowed")
+    parts = path.replace("\\", "/").split("/")
+    if ".." in parts:
+        raise ContextError(f"{where}: path {path!r} leaves the context directory ('..')")
+    norm = posixpath.normpath(path.replace("\\", "/"))
+    if norm in (".", ""):
+        raise ContextError(f"{where}: path {path!r} names the context root")
+    return norm
+
+
+def pack_files(files: Iterable[dict[str, Any]]) -> bytes | None:
+    """Turn upstream ``File`` objects into a tar.gz; None when there are none.
+
+    Raises:
+        ContextError: a hostile or malformed entry, or a context over :data:`MAX_CONTEXT_BYTES`.
+    """
+    items = list(files)
+    if not items:
+        return None
+    buffer = io.BytesIO()
+    total = 0
+    seen: set[str] = set()
+    with tarfile.open(fileobj=buffer, mode="w:gz") as tar:
+        for index, item in enumerate(items):
+            where = f"modelDefinition[{index}]"
+            if not isinstance(item, dict):
+                raise ContextError(f"{where}: must be an object")
+            path = _safe_relpath(item.get("path", ""), where)
+            kind = item.get("type", REGULAR_FILE)
+            if isinstance(kind, str) and len(kind) == 1:
+                kind = ord(kind)
+            try:
+                kind = int(kind)
+                mtime = int(float(item.get("mtime") or time.time()))
+                mode = int(item.get("mode") or (0o755 if kind == DIRECTORY else 0o644))
+            except (TypeError, ValueError) as e:
+                raise ContextError(f"{where}: bad type, mtime or mode: {e}") from None
+            if path in seen:
+                raise ContextError(f"{where}: duplicate path {path!r}")
+            seen.add(path)
+            info = tarfile.TarInfo(path)
+            info.mtime = mtime
+            info.mode = mode & 0o777
+            if kind == DIRECTORY:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            elif kind == REGULAR_FILE:
+                try:
+                    content = base64.b64decode(item.get("content") or "", validate=True)
+                except (binascii.Error, ValueError):
+                    raise ContextError(
+                        f"{where}: content of {path!r} is not valid base64"
+                    ) from None
+                total += len(content)
+                if total > MAX_CONTEXT_BYTES:
+                    raise ContextError(
+                        f"the model definition is larger than {MAX_CONTEXT_BYTES // (1024 * 1024)} MiB;"
+                        " use a .detignore file to leave large files out"
+                    )
+                info.size = len(content)
+                tar.addfile(info, io.BytesIO(content))
+            else:
+                raise ContextError(
+                    f"{where}: {path!r} has type {kind}; only regular files (48) and directories"
+                    " (53) are allowed"
+                )
+    data = buffer.getvalue()
+    if len(data) > MAX_CONTEXT_BYTES:
+        raise ContextError(f"the model definition is larger than {MAX_CONTEXT_BYTES // 2**20} MiB")
+    return data
+
+
+def unpack_files(data: bytes | None) -> list[dict[str, Any]]:
+    """The stored tar.gz back as upstream ``File`` objects (for GET .../model_def file trees)."""
+    if not data:
+        return []
+    out: list[dict[str, Any]] = []
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            content = b""
+            if member.isfile():
+                extracted = tar.extractfile(member)
+                content = extracted.read() if extracted else b""
+            out.append(
+                {
+                    "path": member.name,
+                    "type": DIRECTORY if member.isdir() else REGULAR_FILE,
+                    "content": base64.b64encode(content).decode(),
+                    "mtime": str(int(member.mtime)),
+                    "mode": member.mode,
+                    "uid": 0,
+                    "gid": 0,
+                }
+            )
+    return out
+
+
+def extract(data: bytes | None, dest: str | os.PathLike[str]) -> None:
+    """Extract a stored tar.gz into ``dest``, refusing anything but plain files and directories
+    that stay inside ``dest``."""
+    root = pathlib.Path(dest).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    if not data:
+        return
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
+        for member in tar.getmembers():
+            rel = _safe_relpath(member.name, "model definition")
+            target = (root / rel).resolve()
+            if target != root and root not in target.parents:
+                raise ContextError(f"model definition: {member.name!r} leaves the work directory")
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+            elif member.isfile():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if target.is_symlink():
+                    raise ContextError(f"model definition: {member.name!r} is a link")
+                extracted = tar.extractfile(member)
+                with open(target, "wb") as f:
+                    f.write(extracted.read() if extracted else b"")
+                os.chmod(target, (member.mode & 0o777) | 0o600)
+            else:
+                raise ContextError(
+                    f"model definition: {member.name!r} is not a regular file or directory"
+                )

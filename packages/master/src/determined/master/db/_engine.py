@@ -1,0 +1,94 @@
+"""The database engine: SQLite (WAL) or PostgreSQL, and Alembic migrations run at start-up."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import pathlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy
+from sqlalchemy import event
+from sqlalchemy.orm import Session, sessionmaker
+
+logger = logging.getLogger("determined.master")
+
+MIGRATIONS_DIR = pathlib.Path(__file__).parent / "migrations"
+
+
+class Database:
+    """An engine plus a session factory.
+
+    SQLite gets WAL journaling, ``synchronous=NORMAL`` and a busy timeout; since SQLite allows one
+    writer at a time, :meth:`write` additionally serialises writers of this process behind a lock
+    (a cheap, predictable alternative to retrying on ``database is locked``).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        kwargs: dict[str, Any] = {"future": True}
+        if self.is_sqlite:
+            path = url.split("///", 1)[1] if "///" in url else ""
+            if path and path != ":memory:":
+                pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+        else:
+            kwargs["pool_pre_ping"] = True
+            kwargs["pool_size"] = 10
+            kwargs["max_overflow"] = 20
+        self.engine = sqlalchemy.create_engine(url, **kwargs)
+        if self.is_sqlite:
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._write_lock = threading.RLock()
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision (``alembic upgrade head``)."""
+        from alembic import command
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+        with self.engine.begin() as connection:
+            cfg.attributes["connection"] = connection
+            command.upgrade(cfg, "head")
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Session]:
+        """A session for reads (rolled back at the end)."""
+        session = self._sessions()
+        try:
+            yield session
+        finally:
+            session.rollback()
+            session.close()
+
+    @contextlib.contextmanager
+    def write(self) -> Iterator[Session]:
+        """A session committed at the end of the block (rolled back on an exception)."""
+        with self._write_lock:
+            session = self._sessions()
+            try:
+                yield session
+                session.commit()
+            except BaseException:
+                session.rollback()
+                raise
+            finally:
+                session.close()
+
+    def close(self) -> None:
+        """Dispose of every pooled connection."""
+        self.engine.dispose()
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()

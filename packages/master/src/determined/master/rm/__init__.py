@@ -1,0 +1,78 @@
+"""Resource managers of det-master: where and when allocations run.
+
+``resource_manager(config)`` answers the master config's ``resource_manager`` section through the
+``det_resource_manager`` hook; the built-in answer is :class:`LocalResourceManager` (process groups
+on this machine, scheduled by :class:`PriorityScheduler`).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, cast
+
+from determined.master.rm._base import ResourceManager
+from determined.master.rm._local import LocalResourceManager
+from determined.master.rm._scheduler import DEFAULT_MAX_BYPASS, JobLimits, PriorityScheduler, Start
+from determined.master.rm._slots import Gpu, discover_gpus
+from determined.master.rm._types import (
+    LOG_LEVELS,
+    UNSET,
+    AllocationRequest,
+    Assignment,
+    LaunchSpec,
+    LogLine,
+    ResourceManagerEvents,
+    Unset,
+    parse_log_line,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BYPASS",
+    "LOG_LEVELS",
+    "UNSET",
+    "AllocationRequest",
+    "Assignment",
+    "Gpu",
+    "JobLimits",
+    "LaunchSpec",
+    "LocalResourceManager",
+    "LogLine",
+    "PriorityScheduler",
+    "ResourceManager",
+    "ResourceManagerEvents",
+    "Start",
+    "Unset",
+    "discover_gpus",
+    "parse_log_line",
+    "resource_manager",
+]
+
+_setup_lock = threading.Lock()
+
+
+def _plugin_manager() -> Any:
+    """det's plugin manager with the master's hook specs and the built-in local RM (idempotent)."""
+    from determined.core import _hooks
+    from determined.master import hookspecs
+    from determined.master.rm import _plugin
+
+    pm = _hooks.get_plugin_manager()
+    with _setup_lock:
+        if not hasattr(pm.hook, "det_resource_manager") or not pm.hook.det_resource_manager.spec:
+            pm.add_hookspecs(hookspecs)
+        _hooks.register(_plugin, name="determined.master.rm._plugin")
+    return pm
+
+
+def resource_manager(config: dict[str, Any] | None = None) -> ResourceManager:
+    """The resource manager for a master config's ``resource_manager`` section (not yet started).
+
+    ValueError naming ``resource_manager.type`` when no installed plugin handles it.
+    """
+    config = dict(config or {})
+    result = _plugin_manager().hook.det_resource_manager(config=config)
+    if result is None:
+        raise ValueError(
+            f"resource_manager.type: no resource manager plugin handles {config.get('type')!r}"
+        )
+    return cast(ResourceManager, result)

@@ -1,0 +1,88 @@
+"""The interface every resource manager implements (local processes, Ray, ...)."""
+
+from __future__ import annotations
+
+import abc
+from typing import Any
+
+from determined.master.rm._types import (
+    UNSET,
+    AllocationRequest,
+    LaunchSpec,
+    ResourceManagerEvents,
+    Unset,
+)
+
+
+class ResourceManager(abc.ABC):
+    """Schedules allocation requests onto slots and runs the allocations' processes.
+
+    The master calls ``start`` once, then ``submit``/``withdraw``/``launch``/``terminate``/
+    ``kill``/``release`` from any thread; the RM answers through the ``ResourceManagerEvents``
+    given to ``start``, from its own threads. An RM never frees slots on its own when a process
+    exits: the master calls ``release``.
+    """
+
+    @abc.abstractmethod
+    def start(self, events: ResourceManagerEvents) -> None:
+        """Begin scheduling; ``events`` receives every later notification."""
+
+    @abc.abstractmethod
+    def submit(self, request: AllocationRequest) -> None:
+        """Queue ``request``; it is scheduled asynchronously (``allocation_assigned``)."""
+
+    @abc.abstractmethod
+    def withdraw(self, allocation_id: str) -> None:
+        """Drop a queued request; no-op for an unknown id."""
+
+    @abc.abstractmethod
+    def launch(self, spec: LaunchSpec) -> None:
+        """Run the process of an assigned allocation."""
+
+    @abc.abstractmethod
+    def terminate(self, allocation_id: str) -> None:
+        """Ask the allocation's processes to stop (SIGTERM to the whole process group)."""
+
+    @abc.abstractmethod
+    def kill(self, allocation_id: str) -> None:
+        """Stop the allocation's processes now (SIGKILL to the whole process group)."""
+
+    @abc.abstractmethod
+    def release(self, allocation_id: str) -> None:
+        """Free the allocation's slots (after its exit, or when it was never launched)."""
+
+    @abc.abstractmethod
+    def set_job_limits(
+        self,
+        job_id: str,
+        *,
+        priority: int | None = None,
+        weight: float | None = None,
+        max_slots: int | Unset | None = UNSET,
+    ) -> None:
+        """Change a job's priority, weight or ``max_slots`` (``None`` removes the cap)."""
+
+    @abc.abstractmethod
+    def reap_orphan(self, pid: int) -> bool:
+        """Kill the process group ``pid`` left by a previous master, if it is one of ours.
+
+        Returns:
+            True when a group was killed; False when there was none or it is not an allocation's
+            (a pid reused by an unrelated process is never touched).
+        """
+
+    @abc.abstractmethod
+    def slot_count(self) -> int:
+        """Total slots this RM schedules."""
+
+    @abc.abstractmethod
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able summary: ``type``, ``slots``, ``slot_type``, ``used``, ``queued``."""
+
+    @abc.abstractmethod
+    def validate(self, slots: int) -> str | None:
+        """An error message when a request for ``slots`` can never fit, else ``None``."""
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Stop scheduling and kill every running process group."""

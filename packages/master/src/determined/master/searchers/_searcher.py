@@ -1,0 +1,173 @@
+"""The master's view of a search: a search method plus the bookkeeping every search shares."""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from determined.core import _hooks
+from determined.searcher import (
+    Action,
+    Create,
+    ExitedReason,
+    RandomState,
+    SearchContext,
+    SearchMethod,
+    Shutdown,
+)
+
+
+def _experiment_seed(config: Mapping[str, Any]) -> int:
+    seed = (config.get("reproducibility") or {}).get("experiment_seed", 0)
+    if seed is None:
+        seed = 0
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(
+            f"reproducibility.experiment_seed: expected a non-negative integer, got {seed!r}"
+        )
+    return seed & 0xFFFFFFFF
+
+
+class Searcher:
+    """Drives one experiment's search method and owns the state every search shares.
+
+    The method is picked through the ``det_search_method`` hook from ``config["searcher"]["name"]``
+    (or given explicitly) and its RNG is seeded with ``reproducibility.experiment_seed``. The wrapper
+    counts requested trials, created/closed trials, exits, cancels and failures, and emits
+    :class:`Shutdown` once every requested trial has exited: ``failure`` when all of them errored,
+    ``cancel`` when all of them were canceled.
+
+    Args:
+        config: the whole, validated experiment config.
+        method: use this method instead of asking the plugins.
+    """
+
+    def __init__(self, config: Mapping[str, Any], method: SearchMethod | None = None) -> None:
+        self.config = config
+        self.method = method if method is not None else _hooks.search_method(dict(config))
+        self.rng = RandomState(_experiment_seed(config))
+        hyperparameters = config.get("hyperparameters") or {}
+        if not isinstance(hyperparameters, Mapping):
+            raise ValueError(f"hyperparameters: expected a mapping, got {hyperparameters!r}")
+        self._ctx = SearchContext(self.rng, hyperparameters)
+        self.trials_requested = 0
+        self.trials_created: dict[str, bool] = {}
+        self.trials_closed: dict[str, bool] = {}
+        self.exits: dict[str, bool] = {}
+        self.cancels: dict[str, bool] = {}
+        self.failures: dict[str, bool] = {}
+        self.trial_progress: dict[str, float] = {}
+
+    def _record(self, actions: list[Action]) -> list[Action]:
+        for action in actions:
+            if isinstance(action, Create):
+                self.trials_requested += 1
+        return actions
+
+    def _shutdown_if_done(self, actions: list[Action], with_cancel: bool) -> list[Action]:
+        if self.trials_requested == len(self.trials_closed):
+            actions.append(
+                Shutdown(
+                    cancel=with_cancel and len(self.cancels) >= self.trials_requested,
+                    failure=len(self.failures) >= self.trials_requested,
+                )
+            )
+        return actions
+
+    def initial_trials(self) -> list[Action]:
+        """The first actions of the search; call once, right after construction."""
+        return self._record(list(self.method.initial_trials(self._ctx)))
+
+    def trial_created(self, request_id: str) -> list[Action]:
+        """The master built the trial of a :class:`Create`."""
+        self.trials_created[request_id] = True
+        self.trial_progress[request_id] = 0.0
+        return self._record(list(self.method.trial_created(self._ctx, request_id)))
+
+    def is_trial_created(self, request_id: str) -> bool:
+        """Whether :meth:`trial_created` was called for ``request_id``."""
+        return request_id in self.trials_created
+
+    def is_trial_closed(self, request_id: str) -> bool:
+        """Whether :meth:`trial_exited` was called for ``request_id``."""
+        return request_id in self.trials_closed
+
+    def validation_completed(self, request_id: str, metrics: Mapping[str, Any]) -> list[Action]:
+        """A trial reported validation metrics.
+
+        Raises:
+            ValueError: the method needs the searcher metric or time metric and it is missing or
+                not a number (the experiment should then fail, as upstream).
+        """
+        if not isinstance(metrics, Mapping):
+            raise ValueError(f"validation metrics: expected a mapping, got {metrics!r}")
+        return self._record(list(self.method.validation_completed(self._ctx, request_id, metrics)))
+
+    def trial_exited(self, request_id: str) -> list[Action]:
+        """A trial's process is gone for good; may end the search with :class:`Shutdown`."""
+        self.trials_closed[request_id] = True
+        actions = self._record(list(self.method.trial_exited(self._ctx, request_id)))
+        return self._shutdown_if_done(actions, with_cancel=True)
+
+    def trial_exited_early(self, request_id: str, reason: ExitedReason) -> list[Action]:
+        """A trial errored, was canceled or had invalid hyperparameters; a repeat is ignored."""
+        reason = ExitedReason(reason)
+        if request_id in self.exits:
+            return []
+        if reason in (ExitedReason.INVALID_HP, ExitedReason.INIT_INVALID_HP):
+            self.trial_progress.pop(request_id, None)
+        elif reason is ExitedReason.USER_CANCELED:
+            self.cancels[request_id] = True
+        elif reason is ExitedReason.ERRORED:
+            self.failures[request_id] = True
+        actions = list(self.method.trial_exited_early(self._ctx, request_id, reason))
+        self.exits[request_id] = True
+        self._record(actions)
+        # Upstream checks completion here too (only failure is reported from this path).
+        return self._shutdown_if_done(actions, with_cancel=False)
+
+    def set_trial_progress(self, request_id: str, progress: float) -> None:
+        """Record a trial's own progress (0..1), used by :meth:`progress`."""
+        self.trial_progress[request_id] = float(progress)
+
+    def progress(self) -> float:
+        """The search's progress in ``[0, 1]`` (0 when the method's answer is not finite)."""
+        value = float(self.method.progress(self.trial_progress, self.trials_closed.keys()))
+        if math.isnan(value) or math.isinf(value):
+            return 0.0
+        return min(max(value, 0.0), 1.0)
+
+    def rung_lengths(self, request_id: str) -> list[int] | None:
+        """For ASHA searches, the time-metric lengths of the rungs the trial may still reach."""
+        return self.method.rung_lengths(request_id)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The whole search state (wrapper, RNG and method) as JSON-ready data."""
+        return {
+            "trials_requested": self.trials_requested,
+            "trials_created": dict(self.trials_created),
+            "trials_closed": dict(self.trials_closed),
+            "exits": dict(self.exits),
+            "cancels": dict(self.cancels),
+            "failures": dict(self.failures),
+            "trial_progress": dict(self.trial_progress),
+            "rand": self.rng.state_dict(),
+            "search_method_state": copy.deepcopy(self.method.state_dict()),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` output into a Searcher built from the same config."""
+        self.trials_requested = int(state.get("trials_requested", 0))
+        self.trials_created = {str(k): True for k in state.get("trials_created") or {}}
+        self.trials_closed = {str(k): True for k in state.get("trials_closed") or {}}
+        self.exits = {str(k): True for k in state.get("exits") or {}}
+        self.cancels = {str(k): True for k in state.get("cancels") or {}}
+        self.failures = {str(k): True for k in state.get("failures") or {}}
+        self.trial_progress = {
+            str(k): float(v) for k, v in (state.get("trial_progress") or {}).items()
+        }
+        if state.get("rand") is not None:
+            self.rng.load_state_dict(state["rand"])
+        self.method.load_state_dict(copy.deepcopy(state.get("search_method_state") or {}))
