@@ -187,7 +187,7 @@ class FakeMaster:
             return 200, {"trial": {"id": int(match.group(1)), "latestValidation": None}}
         if p == "/api/v1/checkpoints" and m == "POST":
             with self._lock:
-                self.checkpoints[body["uuid"]] = body
+                self.checkpoints[body["uuid"]] = json.loads(json.dumps(body))
             return 200, {}
         if p == "/api/v1/checkpoints" and m == "PATCH":
             with self._lock:

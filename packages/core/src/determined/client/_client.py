@@ -95,7 +95,7 @@ class MasterClient:
         self.session.request(
             "POST",
             f"/api/v1/trials/{trial_id}/runner/metadata",
-            body={"metadata": {"state": status}},
+            body={"state": status},
         )
 
     def report_early_exit(self, trial_id: int, reason: str) -> bool:

@@ -169,6 +169,7 @@ class Hub:
         self._cond = threading.Condition()
         self._pending: dict[int, tuple[int, str, Any]] = {}
         self._failure: str | None = None
+        self._failing = False
         self._seq = 0
         self._closed = False
         # Held while sending one frame to every spoke, so a failure notice never overtakes the
@@ -484,9 +485,12 @@ class Spoke:
             reason = f"rank {self._rank} could not pickle its {name} payload: {exc}"
             self.abort(reason)
             raise CollectiveError(f"{name} failed: {reason}") from exc
-        deadline = time.monotonic() + self._timeout
+        # A little longer than the hub waits: when another rank is late, the hub's diagnosis (which
+        # rank) should reach us before we give up on the hub itself.
+        wait = self._timeout + min(max(1.0, 0.1 * self._timeout), 30.0)
+        deadline = time.monotonic() + wait
         try:
-            self._sock.settimeout(self._timeout)
+            self._sock.settimeout(wait)
             _send_frame(self._sock, frame)
         except OSError:
             pass  # the hub is gone: reading below reports why (an error frame or EOF)
@@ -514,7 +518,7 @@ class Spoke:
         except TimeoutError:
             raise self._broken(
                 name,
-                f"timed out after {self._timeout:g}s waiting for rank {self._hub_rank} "
+                f"timed out after {wait:g}s waiting for rank {self._hub_rank} "
                 f"(call #{seq})",
             ) from None
         except (EOFError, OSError):

@@ -100,6 +100,8 @@ class Manager:
         self.loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[str, set[asyncio.Event]] = collections.defaultdict(set)
         self._closing = False
+        self.continued: set[int] = set()
+        """Experiments re-run by ``continue``: their trials no longer report to a searcher."""
 
     # ----------------------------------------------------------------------------------------
     # plumbing
@@ -796,6 +798,13 @@ class Manager:
 
     def _notify_exit(self, session: Session, exp: Experiment, run: Run, terminal: str) -> None:
         if exp.state in _wire.TERMINAL_STATES:
+            return
+        if exp.id in self.continued:
+            runs = self._runs(session, exp.id)
+            if exp.state == "ACTIVE" and all(r.state in _wire.TERMINAL_STATES for r in runs):
+                failed = any(r.state == "ERROR" for r in runs)
+                exp.state = "STOPPING_ERROR" if failed else "STOPPING_COMPLETED"
+                self.continued.discard(exp.id)
             return
         rid = run.request_id
         if run.early_exit_reason:

@@ -1,0 +1,176 @@
+"""The FastAPI application: routers, error handlers and the master's own description routes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import traceback
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from determined.master._api import _checkpoints, _experiments, _tasks, _trials, _users
+from determined.master._api._deps import Principal, authenticate, bool_param, int_param, master_of
+from determined.master._wire import APIError, error_body
+
+if TYPE_CHECKING:
+    from determined.master._master import Master
+
+logger = logging.getLogger("determined.master")
+
+info_router = APIRouter(tags=["Cluster"])
+
+
+@info_router.get("/api/v1/master")
+def get_master(request: Request) -> dict[str, Any]:
+    """Version and identity of this master (no authentication needed)."""
+    return master_of(request).describe()
+
+
+@info_router.get("/info")
+def info(request: Request) -> dict[str, Any]:
+    """Plain echo of ``/api/v1/master``."""
+    return master_of(request).describe()
+
+
+@info_router.get("/health")
+def health(request: Request) -> dict[str, Any]:
+    """Liveness and database reachability."""
+    from sqlalchemy import text
+
+    master = master_of(request)
+    try:
+        with master.db.read() as session:
+            session.execute(text("SELECT 1"))
+        db_ok = True
+    except Exception:
+        db_ok = False
+    return {"status": "ok" if db_ok else "degraded", "database": db_ok}
+
+
+@info_router.get("/api/v1/master/config")
+def master_config(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """The master's settings (no secrets)."""
+    cfg = master_of(request).config
+    return {
+        "config": {
+            "host": cfg.host,
+            "port": cfg.port,
+            "checkpoint_storage": cfg.checkpoint_storage_config(),
+            "resource_manager": cfg.resource_manager_config(),
+            "cluster_name": cfg.cluster_name,
+        }
+    }
+
+
+@info_router.get("/api/v1/resource-pools")
+def resource_pools(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """The one resource pool of the local resource manager."""
+    describe = master_of(request).rm.describe()
+    return {
+        "resourcePools": [
+            {
+                "name": "default",
+                "type": "RESOURCE_POOL_TYPE_STATIC",
+                "slotType": "TYPE_CUDA" if describe.get("slot_type") == "cuda" else "TYPE_CPU",
+                "slotsAvailable": describe.get("slots", 0),
+                "slotsUsed": describe.get("used", 0),
+                "numAgents": 1,
+                "details": describe,
+            }
+        ],
+        "pagination": {"offset": 0, "limit": 1, "total": 1, "startIndex": 0, "endIndex": 1},
+    }
+
+
+@info_router.get("/api/v1/master/logs")
+def master_logs(request: Request, p: Principal = Depends(authenticate)) -> StreamingResponse:
+    """Stream the master's own log records (``follow`` keeps the stream open)."""
+    master = master_of(request)
+    q = request.query_params
+    limit = int_param(q.get("limit"), "limit", 0) or 0
+    follow = bool_param(q.get("follow"))
+    offset = int_param(q.get("offset"), "offset", 0) or 0
+
+    async def lines() -> AsyncIterator[bytes]:
+        records = list(master.log_buffer)
+        if limit:
+            records = records[-limit:]
+        elif offset:
+            records = records[offset:]
+        last = records[-1]["id"] if records else 0
+        for entry in records:
+            yield (json.dumps({"result": {"logEntry": entry}}) + "\n").encode()
+        while follow and not await request.is_disconnected():
+            await asyncio.sleep(0.2)
+            for entry in list(master.log_buffer):
+                if entry["id"] > last:
+                    last = entry["id"]
+                    yield (json.dumps({"result": {"logEntry": entry}}) + "\n").encode()
+
+    return StreamingResponse(lines(), media_type="application/json")
+
+
+def create_app(master: Master) -> FastAPI:
+    """Build the API application bound to ``master``."""
+    app = FastAPI(
+        title="det master",
+        version=master.version,
+        description="Determined-compatible REST API of det-master.",
+        openapi_url="/api/v1/openapi.json",
+        docs_url="/api/v1/docs",
+        redoc_url=None,
+    )
+    app.state.master = master
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi_alias() -> dict[str, Any]:
+        return app.openapi()
+
+    @app.exception_handler(APIError)
+    async def api_error(_request: Request, exc: APIError) -> JSONResponse:
+        return JSONResponse(error_body(exc.status, exc.message), status_code=exc.status)
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(x) for x in err.get("loc", ()) if x not in ("path", "query", "body"))
+            problems.append(f"{where}: {err.get('msg')}")
+        return JSONResponse(error_body(400, "; ".join(problems) or "invalid request"), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        status = exc.status_code if 400 <= exc.status_code < 600 else 400
+        detail = exc.detail if isinstance(exc.detail, str) else json.dumps(exc.detail)
+        if status == 404 and detail == "Not Found":
+            detail = f"no such endpoint: {_request.method} {_request.url.path}"
+        return JSONResponse(error_body(status, detail), status_code=status)
+
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        logger.error(
+            "master: unhandled error on %s %s:\n%s",
+            request.method,
+            request.url.path,
+            "".join(traceback.format_exception(exc)),
+        )
+        return JSONResponse(error_body(500, f"internal error: {exc}"), status_code=500)
+
+    app.include_router(info_router)
+    app.include_router(_users.router)
+    app.include_router(_experiments.router)
+    app.include_router(_checkpoints.router)
+    app.include_router(_trials.router)
+    app.include_router(_tasks.router)
+
+    @app.on_event("startup")
+    async def capture_loop() -> None:
+        master.manager.loop = asyncio.get_running_loop()
+
+    return app

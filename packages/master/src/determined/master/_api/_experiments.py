@@ -1,0 +1,527 @@
+"""Experiment routes: create, list, get, patch, lifecycle actions, continue, delete."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import yaml
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy import func, select
+
+from determined.master._api import _serialize
+from determined.master._api._deps import (
+    Principal,
+    authenticate,
+    bool_param,
+    int_param,
+    json_body,
+    master_of,
+)
+from determined.master._core._context import ContextError, pack_files
+from determined.master._wire import TERMINAL_STATES, APIError, get, unstate
+from determined.master.db import Checkpoint, Experiment, Metric, Run, User
+
+router = APIRouter(tags=["Experiments"])
+
+SORT_COLUMNS = {
+    "SORT_BY_ID": Experiment.id,
+    "SORT_BY_START_TIME": Experiment.start_time,
+    "SORT_BY_END_TIME": Experiment.end_time,
+    "SORT_BY_STATE": Experiment.state,
+    "SORT_BY_PROGRESS": Experiment.progress,
+    "SORT_BY_USER": Experiment.owner_id,
+}
+
+
+def validate_config(master: Any, raw: Any) -> Any:
+    """Validate an experiment config (YAML text or a mapping); APIError 400 with every problem."""
+    import determined.config as expconf
+
+    if raw is None or raw == "":
+        raise APIError(400, "config: required (the experiment configuration as YAML text)")
+    if isinstance(raw, str):
+        try:
+            parsed = yaml.safe_load(raw)
+        except yaml.YAMLError as e:
+            raise APIError(400, f"config: invalid YAML: {e}") from None
+        if not isinstance(parsed, dict):
+            raise APIError(400, "config: the experiment configuration must be a YAML mapping")
+    elif not isinstance(raw, dict):
+        raise APIError(400, "config: must be YAML text or an object")
+    try:
+        return expconf.validate_experiment_config(
+            raw, defaults={"checkpoint_storage": master.config.checkpoint_storage_config()},
+            require_entrypoint=True,
+        )
+    except expconf.InvalidConfigError as e:
+        raise APIError(400, f"invalid experiment configuration: {e}") from None
+    except ValueError as e:
+        raise APIError(400, f"invalid experiment configuration: {e}") from None
+
+
+def _get_exp(session: Any, exp_id: int) -> Experiment:
+    exp = session.get(Experiment, exp_id)
+    if exp is None or exp.state == "DELETED":
+        raise APIError(404, f"experiment {exp_id} not found")
+    return exp
+
+
+@router.post("/api/v1/experiments")
+def create_experiment(
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Create an experiment from a YAML config and an uploaded context directory."""
+    master = master_of(request)
+    if get(body, "unmanaged"):
+        raise APIError(400, "unmanaged experiments are not supported by this master")
+    raw = get(body, "config")
+    validated = validate_config(master, raw)
+    config = validated.config
+    original = raw if isinstance(raw, str) else yaml.safe_dump(raw)
+    files = get(body, "model_definition") or []
+    if not isinstance(files, list):
+        raise APIError(400, "modelDefinition: must be a list of files")
+    try:
+        tarball = pack_files(files)
+    except ContextError as e:
+        raise APIError(400, f"modelDefinition: {e}") from None
+    slots = int((config.get("resources") or {}).get("slots_per_trial", 1))
+    problem = master.rm.validate(slots)
+    if problem:
+        raise APIError(400, f"resources.slots_per_trial: {problem}")
+    try:
+        from determined.master.searchers import Searcher
+
+        Searcher(config)
+    except ValueError as e:
+        raise APIError(400, f"searcher: {e}") from None
+    parent_id = int_param(get(body, "parent_id"), "parentId")
+    project_id = int_param(get(body, "project_id"), "projectId", 1) or 1
+    warnings = list(validated.warnings)
+    if get(body, "validate_only"):
+        return {"experiment": None, "config": config, "warnings": warnings}
+    activate = bool_param(get(body, "activate"), False)
+    manager = master.manager
+    with manager.txn() as session:
+        owner = session.get(User, principal.user.id)
+        exp = manager.create_experiment(
+            session,
+            owner=owner,
+            config=config,
+            original=original,
+            model_definition=tarball,
+            activate=activate,
+            parent_id=parent_id,
+            project_id=project_id,
+        )
+        exp_id = exp.id
+    with master.db.read() as session:
+        exp = _get_exp(session, exp_id)
+        return {
+            "experiment": _serialize.experiment(session, exp, full=True),
+            "config": exp.config,
+            "warnings": warnings,
+        }
+
+
+@router.get("/api/v1/experiments")
+def list_experiments(
+    request: Request, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """List experiments with filters, sorting and pagination (limit <= 500)."""
+    q = request.query_params
+    offset = int_param(q.get("offset"), "offset", 0) or 0
+    limit = int_param(q.get("limit"), "limit", 100) or 100
+    if limit < 0 or limit > 500:
+        raise APIError(400, "limit: must be between 0 and 500")
+    stmt = select(Experiment).where(Experiment.state != "DELETED")
+    if q.get("archived") not in (None, ""):
+        stmt = stmt.where(Experiment.archived.is_(bool_param(q.get("archived"))))
+    states = [unstate(s) for s in q.getlist("states") if s]
+    if states:
+        stmt = stmt.where(Experiment.state.in_(states))
+    users = q.getlist("users")
+    user_ids = [int_param(u, "userIds") for u in q.getlist("userIds")]
+    order = q.get("orderBy", "ORDER_BY_ASC")
+    sort = q.get("sortBy", "SORT_BY_ID")
+    column = SORT_COLUMNS.get(sort, Experiment.id)
+    stmt = stmt.order_by(column.desc() if order == "ORDER_BY_DESC" else column.asc(), Experiment.id)
+    name = q.get("name")
+    labels = [label for label in q.getlist("labels") if label]
+    master = master_of(request)
+    with master.db.read() as session:
+        rows = list(session.scalars(stmt))
+        if users:
+            ids = set(session.scalars(select(User.id).where(User.username.in_(users))))
+            rows = [r for r in rows if r.owner_id in ids]
+        if user_ids:
+            rows = [r for r in rows if r.owner_id in user_ids]
+        if name:
+            rows = [r for r in rows if name.lower() in str(r.config.get("name", "")).lower()]
+        if labels:
+            rows = [r for r in rows if set(labels) <= set(r.labels or [])]
+        if sort == "SORT_BY_NAME":
+            rows.sort(key=lambda r: str(r.config.get("name", "")), reverse=order == "ORDER_BY_DESC")
+        total = len(rows)
+        page = rows[offset : offset + limit] if limit else rows[offset:]
+        return {
+            "experiments": [_serialize.experiment(session, r) for r in page],
+            "pagination": {
+                "offset": offset,
+                "limit": limit,
+                "startIndex": min(offset, total),
+                "endIndex": min(offset + len(page), total),
+                "total": total,
+            },
+        }
+
+
+@router.get("/api/v1/experiments/{experiment_id}")
+def get_experiment(
+    request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """One experiment with its config and job summary."""
+    with master_of(request).db.read() as session:
+        exp = _get_exp(session, experiment_id)
+        return {
+            "experiment": _serialize.experiment(session, exp, full=True),
+            "jobSummary": _serialize.job_summary(exp),
+            "config": exp.config,
+        }
+
+
+@router.patch("/api/v1/experiments/{experiment_id}")
+def patch_experiment(
+    request: Request,
+    experiment_id: int,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Change name, description, notes, labels, scheduling limits or the checkpoint GC policy."""
+    master = master_of(request)
+    patch = body.get("experiment") if isinstance(body.get("experiment"), dict) else body
+    manager = master.manager
+    with manager.txn() as session:
+        exp = _get_exp(session, experiment_id)
+        config = dict(exp.config)
+        if get(patch, "name") is not None:
+            name = get(patch, "name")
+            if not isinstance(name, str) or not name.strip():
+                raise APIError(400, "name: must be a non-empty string")
+            config["name"] = name
+        if get(patch, "description") is not None:
+            config["description"] = str(get(patch, "description"))
+        if get(patch, "notes") is not None:
+            exp.notes = str(get(patch, "notes"))
+        if get(patch, "labels") is not None:
+            labels = get(patch, "labels")
+            if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
+                raise APIError(400, "labels: must be a list of strings")
+            exp.labels = list(dict.fromkeys(labels))
+            config["labels"] = exp.labels
+        resources = get(patch, "resources")
+        if isinstance(resources, dict):
+            res = dict(config.get("resources") or {})
+            kwargs: dict[str, Any] = {}
+            if get(resources, "max_slots") is not None:
+                exp.max_slots = int_param(get(resources, "max_slots"), "resources.maxSlots")
+                res["max_slots"] = exp.max_slots
+                kwargs["max_slots"] = exp.max_slots
+            if get(resources, "weight") is not None:
+                exp.weight = float(get(resources, "weight"))
+                res["weight"] = exp.weight
+                kwargs["weight"] = exp.weight
+            if get(resources, "priority") is not None:
+                priority = int_param(get(resources, "priority"), "resources.priority")
+                if priority is None or not 1 <= priority <= 99:
+                    raise APIError(400, "resources.priority: must be between 1 and 99")
+                exp.priority = priority
+                res["priority"] = priority
+                kwargs["priority"] = priority
+            config["resources"] = res
+            job_id = exp.job_id
+            if kwargs:
+                manager.effect(lambda: master.rm.set_job_limits(job_id, **kwargs))
+        storage = get(patch, "checkpoint_storage")
+        if isinstance(storage, dict):
+            cs = dict(config.get("checkpoint_storage") or {})
+            for key in ("save_experiment_best", "save_trial_best", "save_trial_latest"):
+                value = get(storage, key)
+                if value is not None:
+                    number = int_param(value, f"checkpointStorage.{key}")
+                    if number is None or number < 0:
+                        raise APIError(400, f"checkpointStorage.{key}: must be >= 0")
+                    cs[key] = number
+            config["checkpoint_storage"] = cs
+        exp.config = config
+        session.flush()
+        return {"experiment": _serialize.experiment(session, exp, full=True)}
+
+
+def _action(request: Request, experiment_id: int, action: str) -> dict[str, Any]:
+    master = master_of(request)
+    manager = master.manager
+    with manager.txn() as session:
+        exp = _get_exp(session, experiment_id)
+        if action == "activate":
+            manager.activate(session, exp)
+        elif action == "pause":
+            manager.pause(session, exp)
+        elif action in ("cancel", "kill"):
+            if exp.state not in TERMINAL_STATES:
+                target = "STOPPING_CANCELED" if action == "cancel" else "STOPPING_KILLED"
+                if exp.state in ("STOPPING_KILLED", "STOPPING_ERROR") and action == "cancel":
+                    return {}
+                manager.stop_experiment(session, exp, target)
+        elif action in ("archive", "unarchive"):
+            if exp.state not in TERMINAL_STATES:
+                raise APIError(400, "Experiment is not in terminal state.")
+            exp.archived = action == "archive"
+    return {}
+
+
+@router.post("/api/v1/experiments/{experiment_id}/activate")
+def activate(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """Activate a paused experiment: its trials resume from their latest checkpoints."""
+    return _action(request, experiment_id, "activate")
+
+
+@router.post("/api/v1/experiments/{experiment_id}/pause")
+def pause(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """Pause: every running trial gets the preemption signal."""
+    return _action(request, experiment_id, "pause")
+
+
+@router.post("/api/v1/experiments/{experiment_id}/cancel")
+def cancel(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """Stop gracefully (preemption signal, then kill after ``preemption_timeout``)."""
+    return _action(request, experiment_id, "cancel")
+
+
+@router.post("/api/v1/experiments/{experiment_id}/kill")
+def kill(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """Kill every trial process of the experiment."""
+    return _action(request, experiment_id, "kill")
+
+
+@router.post("/api/v1/experiments/{experiment_id}/archive")
+def archive(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """Archive a terminal experiment."""
+    return _action(request, experiment_id, "archive")
+
+
+@router.post("/api/v1/experiments/{experiment_id}/unarchive")
+def unarchive(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """Unarchive a terminal experiment."""
+    return _action(request, experiment_id, "unarchive")
+
+
+@router.delete("/api/v1/experiments/{experiment_id}")
+def delete_experiment(
+    request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Delete a terminal experiment, its checkpoints (from storage too) and its rows."""
+    from determined.master._core._gc import delete_checkpoints
+
+    master = master_of(request)
+    with master.db.write() as session:
+        exp = _get_exp(session, experiment_id)
+        if exp.state not in TERMINAL_STATES:
+            raise APIError(400, "Experiment is not in terminal state.")
+        if not principal.user.admin and principal.user.id != exp.owner_id:
+            raise APIError(403, "only the owner or an admin may delete an experiment")
+        exp.state = "DELETING"
+    with master.db.read() as session:
+        uuids = list(
+            session.scalars(
+                select(Checkpoint.uuid).where(
+                    Checkpoint.experiment_id == experiment_id,
+                    Checkpoint.state.in_(("COMPLETED", "PARTIALLY_DELETED")),
+                )
+            )
+        )
+    delete_checkpoints(master.db, uuids)
+    with master.db.write() as session:
+        exp = session.get(Experiment, experiment_id)
+        for run in session.scalars(select(Run).where(Run.experiment_id == experiment_id)):
+            session.delete(run)
+        session.delete(exp)
+    return {}
+
+
+@router.get("/api/v1/experiments/{experiment_id}/trials")
+def experiment_trials(
+    request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """The trials of an experiment."""
+    q = request.query_params
+    offset = int_param(q.get("offset"), "offset", 0) or 0
+    limit = int_param(q.get("limit"), "limit", 0) or 0
+    with master_of(request).db.read() as session:
+        _get_exp(session, experiment_id)
+        stmt = select(Run).where(Run.experiment_id == experiment_id)
+        states = [unstate(s) for s in q.getlist("states") if s]
+        if states:
+            stmt = stmt.where(Run.state.in_(states))
+        desc = q.get("orderBy") == "ORDER_BY_DESC"
+        stmt = stmt.order_by(Run.id.desc() if desc else Run.id.asc())
+        rows = list(session.scalars(stmt))
+        total = len(rows)
+        page = rows[offset : offset + limit] if limit else rows[offset:]
+        return {
+            "trials": [_serialize.trial(session, r) for r in page],
+            "pagination": {
+                "offset": offset,
+                "limit": limit,
+                "startIndex": min(offset, total),
+                "endIndex": min(offset + len(page), total),
+                "total": total,
+            },
+        }
+
+
+@router.get("/api/v1/experiments/{experiment_id}/validation-history")
+def validation_history(
+    request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Each validation that improved the experiment's best searcher metric, in time order."""
+    with master_of(request).db.read() as session:
+        exp = _get_exp(session, experiment_id)
+        searcher = exp.config.get("searcher") or {}
+        metric = searcher.get("metric")
+        smaller = bool(searcher.get("smaller_is_better", True))
+        rows = session.execute(
+            select(Metric)
+            .join(Run, Run.id == Metric.trial_id)
+            .where(
+                Run.experiment_id == experiment_id,
+                Metric.group == "validation",
+                Metric.archived.is_(False),
+            )
+            .order_by(Metric.end_time, Metric.id)
+        ).scalars()
+        history = []
+        best: float | None = None
+        from determined.master._wire import to_float, ts
+
+        for row in rows:
+            value = to_float((row.metrics.get("avg_metrics") or {}).get(metric))
+            if value is None:
+                continue
+            if best is None or (value < best if smaller else value > best):
+                best = value
+                history.append(
+                    {"trialId": row.trial_id, "endTime": ts(row.end_time), "searcherMetric": value}
+                )
+        return {"validationHistory": history}
+
+
+@router.get("/api/v1/experiments/{experiment_id}/model_def")
+def model_def(
+    request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """The experiment's context directory as a base64 tar.gz."""
+    with master_of(request).db.read() as session:
+        exp = _get_exp(session, experiment_id)
+        return {"b64Tgz": base64.b64encode(exp.model_definition or b"").decode()}
+
+
+@router.get("/api/v1/experiments/{experiment_id}/searcher/best_searcher_validation_metric")
+def best_searcher_validation_metric(
+    request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """The best searcher metric any trial of the experiment reported (404 when none)."""
+    with master_of(request).db.read() as session:
+        exp = _get_exp(session, experiment_id)
+        smaller = bool((exp.config.get("searcher") or {}).get("smaller_is_better", True))
+        agg = func.min if smaller else func.max
+        value = session.scalar(
+            select(agg(Run.searcher_metric_value)).where(Run.experiment_id == experiment_id)
+        )
+        if value is None:
+            raise APIError(404, f"experiment {experiment_id} has no validation metrics yet")
+        return {"metric": value}
+
+
+@router.post("/api/v1/preview-hp-search")
+def preview_hp_search(
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Simulate the searcher of a config."""
+    from determined.master.searchers import preview
+
+    validated = validate_config(master_of(request), get(body, "config"))
+    try:
+        return dict(preview(validated.config))
+    except ValueError as e:
+        raise APIError(400, f"searcher: {e}") from None
+
+
+@router.post("/api/v1/experiments/continue")
+def continue_experiment(
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Re-run the unfinished (or, for a single-trial experiment, the only) trials of a terminal
+    experiment, optionally with config overrides (e.g. hyperparameters or max_length)."""
+    import determined.config as expconf
+
+    master = master_of(request)
+    exp_id = int_param(get(body, "id"), "id")
+    if exp_id is None:
+        raise APIError(400, "id: required")
+    override_text = get(body, "override_config") or ""
+    try:
+        override = yaml.safe_load(override_text) if override_text else {}
+    except yaml.YAMLError as e:
+        raise APIError(400, f"overrideConfig: invalid YAML: {e}") from None
+    if override is not None and not isinstance(override, dict):
+        raise APIError(400, "overrideConfig: must be a YAML mapping")
+    manager = master.manager
+    with manager.txn() as session:
+        exp = _get_exp(session, exp_id)
+        if exp.state not in TERMINAL_STATES:
+            raise APIError(400, "Experiment is not in terminal state.")
+        config = expconf.merge(override or {}, exp.config) if override else dict(exp.config)
+        validated = validate_config(master, config)
+        runs = list(session.scalars(select(Run).where(Run.experiment_id == exp_id).order_by(Run.id)))
+        if len(runs) == 1:
+            targets = runs
+        else:
+            targets = [r for r in runs if r.state != "COMPLETED"]
+        if not targets:
+            raise APIError(400, "every trial of this experiment completed; nothing to continue")
+        exp.config = validated.config
+        exp.state = "ACTIVE"
+        exp.end_time = None
+        exp.error = None
+        hparams_override = (override or {}).get("hyperparameters")
+        for run in targets:
+            if hparams_override and len(runs) == 1:
+                run.hparams = _const_hparams(validated.config.get("hyperparameters") or {})
+            run.restarts = 0
+            run.end_time = None
+            run.early_stopped_by_searcher = False
+            manager.set_trial_state(session, run, "ACTIVE")
+            manager.schedule(session, exp, run)
+        manager.continued.add(exp.id)
+        session.flush()
+        return {"experiment": _serialize.experiment(session, exp, full=True)}
+
+
+def _const_hparams(hparams: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, spec in hparams.items():
+        if isinstance(spec, dict) and spec.get("type") == "const":
+            out[name] = spec.get("val")
+        elif isinstance(spec, dict) and "type" not in spec:
+            out[name] = _const_hparams(spec)
+        elif not isinstance(spec, dict):
+            out[name] = spec
+    return out

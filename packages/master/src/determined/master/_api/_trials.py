@@ -1,0 +1,283 @@
+"""Trial routes: reads, and everything a running trial reports (metrics, progress, exits)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import StreamingResponse
+from sqlalchemy import select
+
+from determined.master._api import _serialize
+from determined.master._api._deps import (
+    Principal,
+    authenticate,
+    int_param,
+    json_body,
+    master_of,
+)
+from determined.master._core import _metrics
+from determined.master._wire import TERMINAL_STATES, APIError, clean_float, get, to_float, ts
+from determined.master.db import Checkpoint, Experiment, Metric, Run, StorageBackend
+
+router = APIRouter(tags=["Trials"])
+
+EXITED_REASONS = ("INVALID_HP", "INIT_INVALID_HP", "USER_REQUESTED_STOP", "ERRORED", "USER_CANCELED")
+
+
+def _get_run(session: Any, trial_id: int) -> Run:
+    run = session.get(Run, trial_id)
+    if run is None:
+        raise APIError(404, f"trial {trial_id} not found")
+    return run
+
+
+@router.get("/api/v1/trials/{trial_id}")
+def get_trial(request: Request, trial_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """One trial."""
+    with master_of(request).db.read() as session:
+        return {"trial": _serialize.trial(session, _get_run(session, trial_id))}
+
+
+def _report(request: Request, trial_id: int, group: str, report: Any) -> dict[str, Any]:
+    if not isinstance(report, dict):
+        raise APIError(400, "metrics: must be an object")
+    _metrics.check_group(group)
+    manager = master_of(request).manager
+    with manager.txn() as session:
+        run = _get_run(session, trial_id)
+        exp = session.get(Experiment, run.experiment_id)
+        searcher_cfg = exp.config.get("searcher") or {}
+        metric_name = searcher_cfg.get("metric")
+        row = _metrics.ingest(
+            session, run, group, report, metric_name,
+            bool(searcher_cfg.get("smaller_is_better", True)),
+        )
+        if group == "validation" and exp.id not in manager.continued:
+            avg = row.metrics.get("avg_metrics") or {}
+            rid = run.request_id
+            manager.searcher_event(session, exp, lambda s: s.validation_completed(rid, avg))
+    return {}
+
+
+@router.post("/api/v1/trials/{trial_id}/metrics")
+def report_metrics(
+    request: Request, trial_id: int, body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Store one metrics report: ``{group, metrics: {trialRunId, stepsCompleted, metrics}}``."""
+    group = get(body, "group") or "training"
+    return _report(request, trial_id, group, get(body, "metrics"))
+
+
+@router.post("/api/v1/trials/{trial_id}/training_metrics")
+def report_training_metrics(
+    request: Request, trial_id: int, body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Legacy form of a training report."""
+    return _report(request, trial_id, "training", get(body, "training_metrics"))
+
+
+@router.post("/api/v1/trials/{trial_id}/validation_metrics")
+def report_validation_metrics(
+    request: Request, trial_id: int, body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Legacy form of a validation report."""
+    return _report(request, trial_id, "validation", get(body, "validation_metrics"))
+
+
+@router.post("/api/v1/trials/{trial_id}/progress")
+def report_progress(
+    request: Request, trial_id: int, body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Record a trial's progress (``{progress, is_raw}``) and update the experiment's."""
+    progress = to_float(body.get("progress"))
+    if progress is None:
+        raise APIError(400, "progress: must be a number")
+    manager = master_of(request).manager
+    with manager.txn() as session:
+        run = _get_run(session, trial_id)
+        exp = session.get(Experiment, run.experiment_id)
+        run.progress = progress
+        rid = run.request_id
+        if exp.id not in manager.continued:
+            manager.searcher_event(session, exp, lambda s: s.set_trial_progress(rid, progress))
+    return {}
+
+
+@router.post("/api/v1/trials/{trial_id}/runner/metadata")
+def runner_metadata(
+    request: Request, trial_id: int, body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Set the trial's status text (``{"state": "..."}``)."""
+    meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else body
+    state = meta.get("state", "")
+    if not isinstance(state, str):
+        raise APIError(400, "state: must be a string")
+    with master_of(request).db.write() as session:
+        _get_run(session, trial_id).runner_state = state[:255]
+    return {}
+
+
+@router.post("/api/v1/trials/{trial_id}/early_exit")
+def early_exit(
+    request: Request, trial_id: int, body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Record why user code ends the trial early (once); the searcher hears it at exit."""
+    payload = get(body, "early_exit") if isinstance(get(body, "early_exit"), dict) else body
+    reason = str(payload.get("reason", "")).removeprefix("EXITED_REASON_")
+    if reason not in EXITED_REASONS:
+        raise APIError(400, f"reason: must be one of EXITED_REASON_{', EXITED_REASON_'.join(EXITED_REASONS)}")
+    with master_of(request).db.write() as session:
+        run = _get_run(session, trial_id)
+        if run.early_exit_reason:
+            raise APIError(400, f"trial {trial_id} already reported an early exit")
+        run.early_exit_reason = reason
+    return {}
+
+
+@router.post("/api/v1/trials/{trial_id}/kill")
+def kill_trial(request: Request, trial_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """Kill one trial."""
+    manager = master_of(request).manager
+    with manager.txn() as session:
+        run = _get_run(session, trial_id)
+        exp = session.get(Experiment, run.experiment_id)
+        manager.kill_trial(session, exp, run)
+    return {}
+
+
+@router.get("/api/v1/trials/{trial_id}/checkpoints")
+def trial_checkpoints(
+    request: Request, trial_id: int, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """The checkpoints of a trial."""
+    from determined.master._api._checkpoints import list_checkpoints
+
+    return list_checkpoints(request, Checkpoint.trial_id == trial_id, lambda s: _get_run(s, trial_id))
+
+
+@router.post("/api/v1/runs/start")
+def runs_start(
+    request: Request, body: dict[str, Any] = Depends(json_body), p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Register the checkpoint storage a run uses; answers its ``storageId``."""
+    run_id = int_param(get(body, "run_id"), "runId")
+    if run_id is None:
+        raise APIError(400, "runId: required")
+    storage = get(body, "checkpoint_storage")
+    with master_of(request).db.write() as session:
+        run = _get_run(session, run_id)
+        if not isinstance(storage, dict) or not storage:
+            exp = session.get(Experiment, run.experiment_id)
+            storage = dict(exp.config.get("checkpoint_storage") or {})
+        row = StorageBackend(config=storage)
+        session.add(row)
+        session.flush()
+        return {"storageId": row.id}
+
+
+@router.get("/api/v1/runs/{run_id}/metadata")
+def get_run_metadata(request: Request, run_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """A run's user metadata."""
+    with master_of(request).db.read() as session:
+        return {"metadata": _get_run(session, run_id).metadata_ or {}}
+
+
+@router.post("/api/v1/runs/{run_id}/metadata")
+def post_run_metadata(
+    request: Request, run_id: int, body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Merge user metadata into a run's."""
+    meta = body.get("metadata")
+    if not isinstance(meta, dict):
+        raise APIError(400, "metadata: must be an object")
+    with master_of(request).db.write() as session:
+        run = _get_run(session, run_id)
+        merged = _deep_merge(dict(run.metadata_ or {}), meta)
+        run.metadata_ = merged
+        return {"metadata": merged}
+
+
+def _deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = _deep_merge(dict(base[key]), value)
+        else:
+            base[key] = value
+    return base
+
+
+def _metric_report(row: Metric) -> dict[str, Any]:
+    avg = row.metrics.get("avg_metrics") or {}
+    return {
+        "id": row.id,
+        "trialId": row.trial_id,
+        "trialRunId": row.trial_run_id,
+        "totalBatches": row.total_batches,
+        "endTime": ts(row.end_time),
+        "metrics": {"avgMetrics": clean_float(avg), "batchMetrics": row.metrics.get("batch_metrics") or []},
+        "group": row.group,
+        "archived": row.archived,
+    }
+
+
+def _metrics_stream(request: Request, group: str | None) -> StreamingResponse:
+    q = request.query_params
+    ids = [int_param(t, "trialIds") for t in q.getlist("trialIds") + q.getlist("trial_ids")]
+    if not ids:
+        raise APIError(400, "trialIds: at least one trial id is required")
+    group = group or q.get("group") or "training"
+    if group.startswith("METRIC_TYPE_"):
+        group = group[len("METRIC_TYPE_") :].lower()
+    master = master_of(request)
+    with master.db.read() as session:
+        for trial_id in ids:
+            _get_run(session, trial_id)
+        rows = list(
+            session.scalars(
+                select(Metric)
+                .where(Metric.trial_id.in_(ids), Metric.group == group, Metric.archived.is_(False))
+                .order_by(Metric.trial_id, Metric.total_batches, Metric.id)
+            )
+        )
+    def lines() -> Iterator[bytes]:
+        for start in range(0, len(rows), 1000):
+            chunk = [_metric_report(r) for r in rows[start : start + 1000]]
+            yield (json.dumps({"result": {"metrics": chunk}}) + "\n").encode()
+        if not rows:
+            yield (json.dumps({"result": {"metrics": []}}) + "\n").encode()
+
+    return StreamingResponse(lines(), media_type="application/json")
+
+
+@router.get("/api/v1/trials/metrics/trial_metrics")
+def trial_metrics(request: Request, p: Principal = Depends(authenticate)) -> StreamingResponse:
+    """Stream the metrics of a group for some trials."""
+    return _metrics_stream(request, None)
+
+
+@router.get("/api/v1/trials/metrics/training_metrics")
+def training_metrics(request: Request, p: Principal = Depends(authenticate)) -> StreamingResponse:
+    """Stream training metrics."""
+    return _metrics_stream(request, "training")
+
+
+@router.get("/api/v1/trials/metrics/validation_metrics")
+def validation_metrics(request: Request, p: Principal = Depends(authenticate)) -> StreamingResponse:
+    """Stream validation metrics."""
+    return _metrics_stream(request, "validation")
+
+
+def trial_is_terminal(master: Any, trial_id: int) -> bool:
+    with master.db.read() as session:
+        run = session.get(Run, trial_id)
+        return run is None or run.state in TERMINAL_STATES

@@ -1,0 +1,149 @@
+"""TrainContext on-cluster: metric report bodies, the background shipper, batching and errors."""
+
+from __future__ import annotations
+
+import datetime
+import time
+
+import pytest
+from fake_master import TRIAL_ID, TRIAL_RUN_ID, OnCluster
+
+from determined import core
+
+METRICS = rf"/api/v1/trials/{TRIAL_ID}/metrics"
+BATCH = rf"/api/v1/trials/{TRIAL_ID}/metrics/batch"
+
+
+def test_metric_report_bodies(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master
+    with core.init() as ctx:
+        ctx.train.report_training_metrics(
+            steps_completed=10, metrics={"loss": 0.5}, batch_metrics=[{"loss": 0.6}, {"loss": 0.4}]
+        )
+        ctx.train.get_experiment_best_validation()  # flushes the shipper
+        ctx.train.report_validation_metrics(steps_completed=10, metrics={"acc": 0.9, "raw": b"x"})
+        ctx.train.get_experiment_best_validation()
+        ctx.train.report_metrics("inference", steps_completed=11, metrics={"n": 3})
+    reports = fm.metric_reports()
+    assert [r["group"] for r in reports] == ["training", "validation", "inference"]
+    training = reports[0]["metrics"]
+    assert training["trialId"] == TRIAL_ID and training["trialRunId"] == TRIAL_RUN_ID
+    assert training["stepsCompleted"] == 10
+    assert training["metrics"] == {"avgMetrics": {"loss": 0.5}, "batchMetrics": [{"loss": 0.6}, {"loss": 0.4}]}
+    when = datetime.datetime.fromisoformat(training["reportTime"].replace("Z", "+00:00"))
+    assert abs((datetime.datetime.now(datetime.timezone.utc) - when).total_seconds()) < 60
+    assert reports[1]["metrics"]["metrics"] == {"avgMetrics": {"acc": 0.9}}  # bytes dropped
+    assert reports[2]["metrics"]["stepsCompleted"] == 11
+
+
+def test_metric_argument_errors(on_cluster: OnCluster) -> None:
+    with core.init() as ctx:
+        with pytest.raises(RuntimeError, match="None"):
+            ctx.train.report_validation_metrics(1, {"loss": None})
+        with pytest.raises(ValueError, match="group"):
+            ctx.train.report_metrics("a.b", 1, {"x": 1})
+
+
+def test_ordering_preserved_over_many_reports(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master
+    with core.init() as ctx:
+        for step in range(300):
+            ctx.train.report_training_metrics(steps_completed=step, metrics={"step": step})
+    steps = [r["metrics"]["stepsCompleted"] for r in fm.metric_reports()]
+    assert steps == list(range(300))
+
+
+def test_report_does_not_wait_for_a_slow_master(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master
+    gate = fm.hold("POST", METRICS)  # the first metrics POST hangs until released
+    with core.init() as ctx:
+        ctx.train.report_training_metrics(1, {"loss": 1.0})
+        fm.wait_for(lambda: fm.find("POST", METRICS))  # the master is now "busy" with it
+        started = time.perf_counter()
+        for step in range(2, 52):
+            ctx.train.report_training_metrics(step, {"loss": 1.0})
+        elapsed = time.perf_counter() - started
+        assert not gate.is_set()
+        assert elapsed < 0.5, f"50 reports took {elapsed:.3f} s while the master was slow"
+        gate.set()
+    assert [r["metrics"]["stepsCompleted"] for r in fm.metric_reports()] == list(range(1, 52))
+
+
+def test_batch_endpoint_used_when_available(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master
+    gate = fm.hold("POST", METRICS)
+    with core.init() as ctx:
+        ctx.train.report_training_metrics(0, {"loss": 0.0})
+        fm.wait_for(lambda: fm.find("POST", METRICS))
+        for step in range(1, 10):
+            ctx.train.report_training_metrics(step, {"loss": float(step)})
+        gate.set()
+    batches = fm.find("POST", BATCH)
+    assert batches, "queued reports were not sent through the batch endpoint"
+    assert len(fm.find("POST", METRICS)) == 1
+    assert [len(b.body["reports"]) for b in batches] == [9]
+    assert [r["metrics"]["stepsCompleted"] for r in batches[0].body["reports"]] == list(range(1, 10))
+    assert all(r["group"] == "training" for r in batches[0].body["reports"])
+
+
+def test_batch_endpoint_falls_back_on_404(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master
+    fm.batch_supported = False
+    gate = fm.hold("POST", METRICS)
+    with core.init() as ctx:
+        ctx.train.report_training_metrics(0, {"loss": 0.0})
+        fm.wait_for(lambda: fm.find("POST", METRICS))
+        for step in range(1, 10):
+            ctx.train.report_training_metrics(step, {"loss": float(step)})
+        gate.set()
+    assert len(fm.find("POST", BATCH)) == 1  # tried once, then remembered
+    singles = fm.find("POST", METRICS)
+    assert [r.body["metrics"]["stepsCompleted"] for r in singles] == list(range(10))
+
+
+def test_failed_post_surfaces_on_next_report(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master
+    fm.override("POST", METRICS + "(/batch)?", 500, {"error": {"error": "database on fire"}})
+    ctx = core.init().start()
+    try:
+        ctx.train.report_training_metrics(1, {"loss": 1.0})
+        deadline = time.monotonic() + 10
+        with pytest.raises(RuntimeError, match="database on fire"):
+            while time.monotonic() < deadline:
+                ctx.train.report_training_metrics(2, {"loss": 1.0})
+                fm.wait_for(lambda: fm.find("POST", METRICS + "(/batch)?"), timeout=1)
+    finally:
+        with pytest.raises(RuntimeError, match="database on fire"):
+            ctx.close()
+
+
+def test_failed_post_surfaces_at_close(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master
+    fm.override("POST", METRICS + "(/batch)?", 500, {"error": {"error": "nope"}})
+    with pytest.raises(RuntimeError, match="nope"):
+        with core.init() as ctx:
+            ctx.train.report_training_metrics(1, {"loss": 1.0})
+
+
+def test_metrics_post_is_not_retried(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master
+    fm.override("POST", METRICS, 503, {"error": {"error": "busy"}})
+    with pytest.raises(RuntimeError, match="busy"):
+        with core.init() as ctx:
+            ctx.train.report_training_metrics(1, {"loss": 1.0})
+    assert len(fm.find("POST", METRICS)) == 1
+
+
+def test_nan_metrics_encoded_as_strings(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master
+    with core.init() as ctx:
+        ctx.train.report_training_metrics(1, {"a": float("nan"), "b": float("inf"), "c": -float("inf")})
+    (report,) = fm.metric_reports()
+    assert report["metrics"]["metrics"]["avgMetrics"] == {"a": "NaN", "b": "Infinity", "c": "-Infinity"}
+
+
+def test_tensorboard_manual_mode(on_cluster: OnCluster) -> None:
+    with core.init(tensorboard_mode=core.TensorboardMode.AUTO) as ctx:
+        with pytest.raises(RuntimeError, match="MANUAL"):
+            ctx.train.upload_tensorboard_files()
+        assert ctx.train.get_tensorboard_path().is_dir()
