@@ -84,7 +84,9 @@ class FakeMaster:
         (``bytes`` are sent raw), at most ``times`` times. With ``gate`` the answer waits until the
         gate is set (``status=None`` then falls through to the default route)."""
         with self._lock:
-            self._overrides.append(Override(method, re.compile(path_regex), status, body, times, gate))
+            self._overrides.append(
+                Override(method, re.compile(path_regex), status, body, times, gate)
+            )
 
     def hold(self, method: str, path_regex: str, *, times: int | None = 1) -> threading.Event:
         """Make matching requests wait (then get their default answer) until the returned event is set."""
@@ -96,7 +98,8 @@ class FakeMaster:
         pattern = re.compile(path_regex)
         with self._lock:
             return [
-                r for r in self.requests
+                r
+                for r in self.requests
                 if (method is None or r.method == method) and pattern.fullmatch(r.path)
             ]
 
@@ -152,7 +155,7 @@ class FakeMaster:
             with self._changed:
                 self._changed.notify_all()
 
-    def _default(self, r: Request) -> tuple[int, Any]:  # noqa: C901 - one branch per route
+    def _default(self, r: Request) -> tuple[int, Any]:
         m, p, body = r.method, r.path, r.body
         if m == "POST" and p == "/api/v1/runs/start":
             return 200, {"storageId": self.storage_id}
@@ -172,7 +175,9 @@ class FakeMaster:
                     return 400, {"error": {"error": "early exit already reported"}}
                 self.early_exits[trial_id] = body["reason"]
             return 200, {}
-        if m == "GET" and re.fullmatch(r"/api/v1/experiments/\d+/searcher/best_searcher_validation_metric", p):
+        if m == "GET" and re.fullmatch(
+            r"/api/v1/experiments/\d+/searcher/best_searcher_validation_metric", p
+        ):
             if self.best_validation is None:
                 return 404, {"error": {"error": "no validation yet"}}
             return 200, {"metric": self.best_validation}
@@ -193,7 +198,9 @@ class FakeMaster:
             with self._lock:
                 for entry in body["checkpoints"]:
                     if entry["uuid"] in self.checkpoints:
-                        self.checkpoints[entry["uuid"]]["resources"] = entry["resources"]["resources"]
+                        self.checkpoints[entry["uuid"]]["resources"] = entry["resources"][
+                            "resources"
+                        ]
             return 200, {}
         match = re.fullmatch(r"/api/v1/checkpoints/([^/]+)", p)
         if m == "GET" and match:
@@ -213,7 +220,11 @@ class FakeMaster:
             return 200, {"preempt": self._preempt.is_set()}
         if m == "POST" and re.fullmatch(r"/api/v1/allocations/[^/]+/signals/ack_preemption", p):
             return 200, {}
-        if m == "POST" and p in ("/api/v1/webhooks/custom", "/api/v1/trial-source-info", "/api/v1/task/logs"):
+        if m == "POST" and p in (
+            "/api/v1/webhooks/custom",
+            "/api/v1/trial-source-info",
+            "/api/v1/task/logs",
+        ):
             return 200, {}
         if m == "GET" and p == "/api/v1/master":
             return 200, {"clusterId": "fake-cluster", "version": "0.0.0"}
@@ -254,7 +265,12 @@ class FakeMaster:
         server.daemon_threads = True
         self._server = server
         self.url = f"http://127.0.0.1:{server.server_address[1]}"
-        threading.Thread(target=server.serve_forever, name="fake-master", daemon=True).start()
+        threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="fake-master",
+            daemon=True,
+        ).start()
 
     def stop(self) -> None:
         self._closing.set()

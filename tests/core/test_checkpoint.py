@@ -22,7 +22,11 @@ def _shared_fs(tmp_path: pathlib.Path) -> dict[str, Any]:
 
 
 def _memory(tmp_path: pathlib.Path) -> dict[str, Any]:
-    return {"type": "fsspec", "url": f"memory://det-core-tests/{uuid.uuid4().hex}", "temp_dir": str(tmp_path / "staging")}
+    return {
+        "type": "fsspec",
+        "url": f"memory://det-core-tests/{uuid.uuid4().hex}",
+        "temp_dir": str(tmp_path / "staging"),
+    }
 
 
 STORAGES = {"shared_fs": _shared_fs, "memory": _memory}
@@ -39,7 +43,9 @@ class CountingStorage:
         class Counting(type(real)):  # type: ignore[misc]
             def upload(self, src: Any, dst: str, paths: Any = None) -> None:
                 with lock:
-                    calls.append((threading.current_thread().name, None if paths is None else set(paths)))
+                    calls.append(
+                        (threading.current_thread().name, None if paths is None else set(paths))
+                    )
                 super().upload(src, dst, paths)
 
         self.manager = object.__new__(Counting)
@@ -47,7 +53,9 @@ class CountingStorage:
         self.calls = calls
 
 
-def checkpoint_context(pex: parallel.Execution, manager: storage.StorageManager) -> core.CheckpointContext:
+def checkpoint_context(
+    pex: parallel.Execution, manager: storage.StorageManager
+) -> core.CheckpointContext:
     return core.CheckpointContext(pex.distributed, manager, LocalBackend(manager))
 
 
@@ -61,7 +69,9 @@ def write(path: pathlib.Path, files: dict[str, str]) -> pathlib.Path:
 # ---- pure merging ---------------------------------------------------------------------------------
 def test_merge_metadata() -> None:
     assert merge_metadata([{"a": 1, "d": {"x": 1}}, {"b": 2, "d": {"y": 2}}, {}, {"a": 1}]) == {
-        "a": 1, "b": 2, "d": {"x": 1, "y": 2}
+        "a": 1,
+        "b": 2,
+        "d": {"x": 1, "y": 2},
     }
     with pytest.raises(RuntimeError, match="metadata conflicts.*d.x"):
         merge_metadata([{"d": {"x": 1}}, {"d": {"x": 2}}])
@@ -83,7 +93,7 @@ def test_non_sharded_from_worker_raises(tmp_path: pathlib.Path) -> None:
         src = write(tmp_path / f"src{pex.rank}", {"a": "1"})
         with pex.raises_when(pex.rank != 0, RuntimeError, match="chief"):
             ckpt.upload(src)
-        with pex.raises_when(pex.rank != 0, RuntimeError, match="chief"):
+        with pex.raises_when(pex.rank != 0, RuntimeError, match="chief"):  # noqa: SIM117
             with ckpt.store_path() as (path, _):
                 (path / "x").write_text("x")
 
@@ -95,7 +105,9 @@ def test_upload_selector_and_caller_dir_untouched(tmp_path: pathlib.Path) -> Non
     ckpt = core.CheckpointContext(core.DistributedContext(), manager, LocalBackend(manager))
     src = write(tmp_path / "src", {"keep.txt": "k", "drop.txt": "d", "sub/keep2.txt": "k2"})
     before = sorted(p.relative_to(src).as_posix() for p in src.rglob("*"))
-    storage_id = ckpt.upload(src, {"steps_completed": 1}, selector=lambda p: "keep" in p or p.endswith("/"))
+    storage_id = ckpt.upload(
+        src, {"steps_completed": 1}, selector=lambda p: "keep" in p or p.endswith("/")
+    )
     assert sorted(p.relative_to(src).as_posix() for p in src.rglob("*")) == before
     assert set(manager.list_files(storage_id)) >= {"keep.txt", "sub/keep2.txt", "metadata.json"}
     assert "drop.txt" not in manager.list_files(storage_id)
@@ -111,7 +123,10 @@ def test_sharded_upload_per_rank_dirs(tmp_path: pathlib.Path, kind: str) -> None
 
     def fn() -> str:
         ckpt = checkpoint_context(pex, manager)
-        src = write(tmp_path / f"rank{pex.rank}", {f"model_{pex.rank}.bin": str(pex.rank), "common.txt": "same"})
+        src = write(
+            tmp_path / f"rank{pex.rank}",
+            {f"model_{pex.rank}.bin": str(pex.rank), "common.txt": "same"},
+        )
         ckpt_dir = None if pex.rank == 3 else src  # a rank with nothing to save
         meta = {"steps_completed": 5, "ranks": {str(pex.rank): pex.rank}}
         return ckpt.upload(ckpt_dir, meta, shard=True)
@@ -119,11 +134,14 @@ def test_sharded_upload_per_rank_dirs(tmp_path: pathlib.Path, kind: str) -> None
     ids = pex.run(fn)
     assert len(set(ids)) == 1
     files = manager.list_files(ids[0])
-    assert {"model_0.bin", "model_1.bin", "model_2.bin", "common.txt", "metadata.json"} <= set(files)
+    assert {"model_0.bin", "model_1.bin", "model_2.bin", "common.txt", "metadata.json"} <= set(
+        files
+    )
     assert "model_3.bin" not in files
     with manager.restore_path(ids[0]) as path:
         assert json.loads((path / "metadata.json").read_text()) == {
-            "steps_completed": 5, "ranks": {"0": 0, "1": 1, "2": 2, "3": 3}
+            "steps_completed": 5,
+            "ranks": {"0": 0, "1": 1, "2": 2, "3": 3},
         }
     for rank in range(3):
         assert not (tmp_path / f"rank{rank}" / "metadata.json").exists()
@@ -148,7 +166,9 @@ def test_sharded_upload_conflicting_files_fail_every_rank(tmp_path: pathlib.Path
     pex = parallel.Execution(3)
 
     def fn() -> None:
-        src = write(tmp_path / f"r{pex.rank}", {"weights.bin": "rank0" if pex.rank == 0 else "other"})
+        src = write(
+            tmp_path / f"r{pex.rank}", {"weights.bin": "rank0" if pex.rank == 0 else "other"}
+        )
         with pytest.raises(RuntimeError, match="files conflicts"):
             checkpoint_context(pex, manager).upload(src, shard=True)
 
@@ -204,7 +224,10 @@ def test_sharded_store_path(tmp_path: pathlib.Path, kind: str) -> None:
 
     def fn() -> str:
         ckpt = checkpoint_context(pex, manager)
-        with ckpt.store_path({"steps_completed": 2, f"r{pex.rank}": True}, shard=True) as (path, storage_id):
+        with ckpt.store_path({"steps_completed": 2, f"r{pex.rank}": True}, shard=True) as (
+            path,
+            storage_id,
+        ):
             (path / f"shard{pex.rank}.bin").write_text(str(pex.rank))
         return storage_id
 
@@ -214,18 +237,23 @@ def test_sharded_store_path(tmp_path: pathlib.Path, kind: str) -> None:
     assert {"shard0.bin", "shard1.bin", "shard2.bin", "metadata.json"} <= set(files)
     with manager.restore_path(ids[0]) as path:
         assert json.loads((path / "metadata.json").read_text()) == {
-            "steps_completed": 2, "r0": True, "r1": True, "r2": True
+            "steps_completed": 2,
+            "r0": True,
+            "r1": True,
+            "r2": True,
         }
 
 
 @pytest.mark.parametrize("kind", list(STORAGES))
-def test_sharded_store_path_failure_on_one_rank_fails_all(tmp_path: pathlib.Path, kind: str) -> None:
+def test_sharded_store_path_failure_on_one_rank_fails_all(
+    tmp_path: pathlib.Path, kind: str
+) -> None:
     manager = storage.build(STORAGES[kind](tmp_path))
     pex = parallel.Execution(3, timeout=20)
 
     def fn() -> None:
         ckpt = checkpoint_context(pex, manager)
-        with pytest.raises((RuntimeError, ZeroDivisionError)):
+        with pytest.raises((RuntimeError, ZeroDivisionError)):  # noqa: SIM117
             with ckpt.store_path(shard=True) as (path, _):
                 (path / f"s{pex.rank}").write_text("x")
                 if pex.rank == 1:
@@ -242,7 +270,12 @@ def _saved(tmp_path: pathlib.Path, kind: str) -> tuple[storage.StorageManager, s
     return manager, ckpt.upload(src, {"steps_completed": 3})
 
 
-SELECTORS = {0: lambda p: p == "a.txt", 1: lambda p: p == "b.txt", 2: lambda p: p.startswith("sub/"), 3: None}
+SELECTORS = {
+    0: lambda p: p == "a.txt",
+    1: lambda p: p == "b.txt",
+    2: lambda p: p.startswith("sub/"),
+    3: None,
+}
 
 
 @pytest.mark.parametrize("kind", list(STORAGES))
@@ -252,13 +285,29 @@ def test_download_shared_votes_across_local_ranks(tmp_path: pathlib.Path, kind: 
 
     def fn() -> None:
         node_dir = tmp_path / f"node{pex.cross_rank}"
-        checkpoint_context(pex, manager).download(storage_id, node_dir, selector=SELECTORS[pex.rank])
+        checkpoint_context(pex, manager).download(
+            storage_id, node_dir, selector=SELECTORS[pex.rank]
+        )
 
     pex.run(fn)
-    node0 = {p.relative_to(tmp_path / "node0").as_posix() for p in (tmp_path / "node0").rglob("*") if p.is_file()}
+    node0 = {
+        p.relative_to(tmp_path / "node0").as_posix()
+        for p in (tmp_path / "node0").rglob("*")
+        if p.is_file()
+    }
     assert node0 == {"a.txt", "b.txt"}  # union of ranks 0 and 1
-    node1 = {p.relative_to(tmp_path / "node1").as_posix() for p in (tmp_path / "node1").rglob("*") if p.is_file()}
-    assert {"a.txt", "b.txt", "c.txt", "sub/d.txt", "metadata.json"} <= node1  # rank 3 wants everything
+    node1 = {
+        p.relative_to(tmp_path / "node1").as_posix()
+        for p in (tmp_path / "node1").rglob("*")
+        if p.is_file()
+    }
+    assert {
+        "a.txt",
+        "b.txt",
+        "c.txt",
+        "sub/d.txt",
+        "metadata.json",
+    } <= node1  # rank 3 wants everything
 
 
 @pytest.mark.parametrize("kind", list(STORAGES))
@@ -284,7 +333,9 @@ def test_restore_path(tmp_path: pathlib.Path, kind: str, mode: core.DownloadMode
     pex = parallel.Execution(2)
 
     def fn() -> str:
-        with checkpoint_context(pex, manager).restore_path(storage_id, mode, selector=SELECTORS[pex.rank]) as path:
+        with checkpoint_context(pex, manager).restore_path(
+            storage_id, mode, selector=SELECTORS[pex.rank]
+        ) as path:
             mine = "a.txt" if pex.rank == 0 else "b.txt"
             assert (path / mine).read_text() == mine[0].upper()
             pex.distributed.allgather(None)  # both ranks inside the block at once
@@ -302,15 +353,19 @@ def test_restore_missing_checkpoint(tmp_path: pathlib.Path) -> None:
     pex = parallel.Execution(2)
 
     def fn() -> None:
-        with pytest.raises((FileNotFoundError, RuntimeError)):
-            with checkpoint_context(pex, manager).restore_path("0" * 8 + "-0000-0000-0000-" + "0" * 12):
+        with pytest.raises((FileNotFoundError, RuntimeError)):  # noqa: SIM117
+            with checkpoint_context(pex, manager).restore_path(
+                "0" * 8 + "-0000-0000-0000-" + "0" * 12
+            ):
                 pass
 
     pex.run(fn)
 
 
 # ---- delete / metadata ----------------------------------------------------------------------------
-def test_delete_and_get_metadata_off_cluster(off_cluster: pathlib.Path, tmp_path: pathlib.Path) -> None:
+def test_delete_and_get_metadata_off_cluster(
+    off_cluster: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
     src = write(tmp_path / "src", {"a": "1"})
     with core.init(checkpoint_storage=str(tmp_path / "ckpts")) as ctx:
         storage_id = ctx.checkpoint.upload(src, {"steps_completed": 9, "x": [1]})
@@ -341,14 +396,19 @@ def test_on_cluster_sharded_report(on_cluster: OnCluster, tmp_path: pathlib.Path
     assert report.body["resources"]["w1.bin"] == "2"
 
 
-def test_on_cluster_sharded_store_path_memory(on_cluster: OnCluster, tmp_path: pathlib.Path) -> None:
+def test_on_cluster_sharded_store_path_memory(
+    on_cluster: OnCluster, tmp_path: pathlib.Path
+) -> None:
     fm = on_cluster.master
     config = _memory(tmp_path)
     pex = parallel.Execution(2)
 
     def fn() -> str:
         with core.init(distributed=pex.distributed, checkpoint_storage=config) as ctx:
-            with ctx.checkpoint.store_path({"steps_completed": 1}, shard=True) as (path, storage_id):
+            with ctx.checkpoint.store_path({"steps_completed": 1}, shard=True) as (
+                path,
+                storage_id,
+            ):
                 (path / f"p{pex.rank}").write_text("x")
             return storage_id
 

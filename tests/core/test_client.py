@@ -25,7 +25,13 @@ def session(fm: FakeMaster, **kwargs: object) -> Session:
 
 @pytest.mark.parametrize(
     ("status", "error"),
-    [(401, UnauthenticatedError), (403, ForbiddenError), (404, NotFoundError), (400, APIError), (500, APIError)],
+    [
+        (401, UnauthenticatedError),
+        (403, ForbiddenError),
+        (404, NotFoundError),
+        (400, APIError),
+        (500, APIError),
+    ],
 )
 def test_error_mapping(fake_master: FakeMaster, status: int, error: type[APIError]) -> None:
     fake_master.override("GET", "/api/v1/thing", status, {"error": {"error": f"message {status}"}})
@@ -57,7 +63,9 @@ def test_get_gives_up_after_max_retries(fake_master: FakeMaster) -> None:
 
 
 def test_post_not_retried_on_503(fake_master: FakeMaster) -> None:
-    fake_master.override("POST", "/api/v1/trials/1/metrics", 503, {"error": {"error": "busy"}}, times=1)
+    fake_master.override(
+        "POST", "/api/v1/trials/1/metrics", 503, {"error": {"error": "busy"}}, times=1
+    )
     with pytest.raises(APIError, match="busy"):
         session(fake_master).request("POST", "/api/v1/trials/1/metrics", body={"x": 1})
     assert len(fake_master.find("POST", "/api/v1/trials/1/metrics")) == 1
@@ -102,7 +110,9 @@ def test_unreachable_master() -> None:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     with pytest.raises(MasterNotFoundError):
-        Session(f"http://127.0.0.1:{port}", max_retries=2, backoff=0.001).request("GET", "/api/v1/master")
+        Session(f"http://127.0.0.1:{port}", max_retries=2, backoff=0.001).request(
+            "GET", "/api/v1/master"
+        )
 
 
 def test_nan_and_infinity_encoded_as_strings(fake_master: FakeMaster) -> None:

@@ -27,7 +27,9 @@ def test_off_cluster_every_context(off_cluster: pathlib.Path, tmp_path: pathlib.
         assert ctx.distributed.rank == 0 and ctx.distributed.size == 1
         storage_id = ctx.checkpoint.upload(src, {"steps_completed": 5})
         assert (ckpt_root / storage_id / "weights.bin").read_bytes() == b"abc"
-        assert json.loads((ckpt_root / storage_id / "metadata.json").read_text()) == {"steps_completed": 5}
+        assert json.loads((ckpt_root / storage_id / "metadata.json").read_text()) == {
+            "steps_completed": 5
+        }
         assert ctx.checkpoint.get_metadata(storage_id) == {"steps_completed": 5}
         ctx.train.report_training_metrics(steps_completed=1, metrics={"loss": 0.5})
         ctx.train.report_validation_metrics(steps_completed=1, metrics={"loss": 0.4})
@@ -50,7 +52,9 @@ def _run_searcher(ctx: core.Context) -> list[int]:
     return lengths
 
 
-def test_off_cluster_default_storage_is_user_data_dir(off_cluster: pathlib.Path, tmp_path: pathlib.Path) -> None:
+def test_off_cluster_default_storage_is_user_data_dir(
+    off_cluster: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
     src = tmp_path / "src"
     src.mkdir()
     (src / "f.txt").write_text("x")
@@ -76,7 +80,9 @@ def test_off_cluster_sigterm_preempts(off_cluster: pathlib.Path, tmp_path: pathl
         signal.signal(signal.SIGTERM, before)
 
 
-def test_should_preempt_before_start_raises(off_cluster: pathlib.Path, tmp_path: pathlib.Path) -> None:
+def test_should_preempt_before_start_raises(
+    off_cluster: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
     ctx = core.init(checkpoint_storage=str(tmp_path / "c"))
     try:
         with pytest.raises(RuntimeError, match="should_preempt.*before.*start"):
@@ -85,22 +91,28 @@ def test_should_preempt_before_start_raises(off_cluster: pathlib.Path, tmp_path:
         ctx.close()
 
 
-def test_off_cluster_preempt_mode_chief_only_on_worker(off_cluster: pathlib.Path, tmp_path: pathlib.Path) -> None:
+def test_off_cluster_preempt_mode_chief_only_on_worker(
+    off_cluster: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
     pex = parallel.Execution(2)
 
     def fn() -> None:
-        with core.init(
-            distributed=pex.distributed,
-            checkpoint_storage=str(tmp_path / "c"),
-            preempt_mode=core.PreemptMode.ChiefOnly,
-        ) as ctx:
-            with pex.raises_when(pex.rank != 0, RuntimeError, match="non-chief"):
-                assert ctx.preempt.should_preempt() is False
+        with (
+            core.init(
+                distributed=pex.distributed,
+                checkpoint_storage=str(tmp_path / "c"),
+                preempt_mode=core.PreemptMode.ChiefOnly,
+            ) as ctx,
+            pex.raises_when(pex.rank != 0, RuntimeError, match="non-chief"),
+        ):
+            assert ctx.preempt.should_preempt() is False
 
     pex.run(fn)
 
 
-def test_user_distributed_context_left_open(off_cluster: pathlib.Path, tmp_path: pathlib.Path) -> None:
+def test_user_distributed_context_left_open(
+    off_cluster: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
     pex = parallel.Execution(2)
 
     def fn() -> list[int]:
@@ -127,7 +139,9 @@ def test_on_cluster_init_starts_run_and_sends_token(on_cluster: OnCluster) -> No
     assert starts[0].body["runId"] == TRIAL_ID
     assert starts[0].body["checkpointStorage"]["type"] == "shared_fs"
     for request in fm.requests:
-        assert request.headers.get("Grpc-Metadata-x-allocation-token") == f"Bearer {TOKEN}", request.path
+        assert request.headers.get("Grpc-Metadata-x-allocation-token") == f"Bearer {TOKEN}", (
+            request.path
+        )
     progress = fm.find("POST", rf"/api/v1/trials/{TRIAL_ID}/progress")
     assert [r.body for r in progress] == [{"progress": 0.25, "is_raw": True}]
 
@@ -153,13 +167,14 @@ def test_invalid_hp_reports_early_exit_and_swallows(on_cluster: OnCluster) -> No
 
 
 def test_other_exceptions_propagate(on_cluster: OnCluster) -> None:
-    with pytest.raises(KeyError):
-        with core.init():
-            raise KeyError("boom")
+    with pytest.raises(KeyError), core.init():
+        raise KeyError("boom")
     assert not on_cluster.master.find("POST", r".*/early_exit")
 
 
-def test_status_early_exit_best_validation_metadata(on_cluster: OnCluster, caplog: pytest.LogCaptureFixture) -> None:
+def test_status_early_exit_best_validation_metadata(
+    on_cluster: OnCluster, caplog: pytest.LogCaptureFixture
+) -> None:
     fm = on_cluster.master
     with core.init() as ctx:
         ctx.train.set_status("evaluating")
@@ -225,7 +240,9 @@ def test_on_cluster_checkpoint_report(on_cluster: OnCluster, tmp_path: pathlib.P
     assert not (src / "metadata.json").exists(), "upload wrote into the caller's directory"
 
 
-def test_on_cluster_checkpoint_needs_steps_completed(on_cluster: OnCluster, tmp_path: pathlib.Path) -> None:
+def test_on_cluster_checkpoint_needs_steps_completed(
+    on_cluster: OnCluster, tmp_path: pathlib.Path
+) -> None:
     fm = on_cluster.master
     src = tmp_path / "src"
     src.mkdir()
@@ -233,7 +250,7 @@ def test_on_cluster_checkpoint_needs_steps_completed(on_cluster: OnCluster, tmp_
     with core.init() as ctx:
         with pytest.raises(ValueError, match="steps_completed"):
             ctx.checkpoint.upload(src, {"note": "no steps"})
-        with pytest.raises(ValueError, match="steps_completed"):
+        with pytest.raises(ValueError, match="steps_completed"):  # noqa: SIM117
             with ctx.checkpoint.store_path({"note": "no steps"}) as (path, _):
                 (path / "x").write_text("x")
     assert list(on_cluster.storage_path.iterdir()) == [], "files were uploaded despite the error"
@@ -249,7 +266,9 @@ def test_on_cluster_store_path_and_delete(on_cluster: OnCluster) -> None:
         ctx.checkpoint.delete(storage_id)
     assert not (on_cluster.storage_path / storage_id / "model.pt").exists()
     (report,) = fm.find("POST", "/api/v1/checkpoints")
-    assert report.body["resources"]["model.pt"] == "7" and "metadata.json" in report.body["resources"]
+    assert (
+        report.body["resources"]["model.pt"] == "7" and "metadata.json" in report.body["resources"]
+    )
     (patch,) = fm.find("PATCH", "/api/v1/checkpoints")
     assert patch.body == {"checkpoints": [{"uuid": storage_id, "resources": {"resources": {}}}]}
 

@@ -383,7 +383,22 @@ def plugin_manager() -> pluggy.PluginManager:
     return pm
 
 
-DIST_VARS = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE", "USE_DEEPSPEED", "LOCAL_SIZE", "CROSS_RANK", "CROSS_SIZE", "HOROVOD_RANK", "TF_CONFIG", "DET_USE_TF_CONFIG", "DET_CHIEF_IP"]
+DIST_VARS = [
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "GROUP_WORLD_SIZE",
+    "USE_DEEPSPEED",
+    "LOCAL_SIZE",
+    "CROSS_RANK",
+    "CROSS_SIZE",
+    "HOROVOD_RANK",
+    "TF_CONFIG",
+    "DET_USE_TF_CONFIG",
+    "DET_CHIEF_IP",
+]
 
 
 @pytest.fixture

@@ -66,8 +66,11 @@ def test_modes_across_ranks_on_cluster(on_cluster: OnCluster, mode: core.Preempt
 
     def fn() -> bool:
         with core.init(distributed=pex.distributed, preempt_mode=mode) as ctx:
-            with pex.raises_when(mode == core.PreemptMode.ChiefOnly and pex.rank != 0, RuntimeError,
-                                 match="should_preempt.*non-chief"):
+            with pex.raises_when(
+                mode == core.PreemptMode.ChiefOnly and pex.rank != 0,
+                RuntimeError,
+                match="should_preempt.*non-chief",
+            ):
                 first = ctx.preempt.should_preempt()
                 assert first is False
             pex.distributed.allgather(None)
@@ -100,22 +103,31 @@ def test_modes_across_ranks_on_cluster(on_cluster: OnCluster, mode: core.Preempt
 
 
 @pytest.mark.parametrize("mode", list(core.PreemptMode))
-def test_modes_across_ranks_off_cluster(off_cluster: pathlib.Path, tmp_path: pathlib.Path, mode: core.PreemptMode) -> None:
+def test_modes_across_ranks_off_cluster(
+    off_cluster: pathlib.Path, tmp_path: pathlib.Path, mode: core.PreemptMode
+) -> None:
     pex = parallel.Execution(2)
 
     def fn() -> None:
-        ctx = core.init(distributed=pex.distributed, checkpoint_storage=str(tmp_path / "c"), preempt_mode=mode)
+        ctx = core.init(
+            distributed=pex.distributed, checkpoint_storage=str(tmp_path / "c"), preempt_mode=mode
+        )
         with pytest.raises(RuntimeError, match="cannot call.*should_preempt.*before.*start"):
             ctx.preempt.should_preempt()
-        with ctx:
-            with pex.raises_when(mode == core.PreemptMode.ChiefOnly and pex.rank != 0, RuntimeError,
-                                 match="should_preempt.*non-chief"):
-                assert ctx.preempt.should_preempt() is False
+        with (
+            ctx,
+            pex.raises_when(
+                mode == core.PreemptMode.ChiefOnly and pex.rank != 0,
+                RuntimeError,
+                match="should_preempt.*non-chief",
+            ),
+        ):
+            assert ctx.preempt.should_preempt() is False
 
     pex.run(fn)
 
 
 def test_start_twice_raises(off_cluster: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    with core.init(checkpoint_storage=str(tmp_path / "c")) as ctx:
+    with core.init(checkpoint_storage=str(tmp_path / "c")) as ctx:  # noqa: SIM117
         with pytest.raises(RuntimeError, match="already"):
             ctx.preempt.start()

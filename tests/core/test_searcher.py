@@ -13,7 +13,9 @@ from determined import core
 PROGRESS = rf"/api/v1/trials/{TRIAL_ID}/progress"
 
 
-def test_off_cluster_one_op_of_length_one(off_cluster: pathlib.Path, tmp_path: pathlib.Path) -> None:
+def test_off_cluster_one_op_of_length_one(
+    off_cluster: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
     with core.init(checkpoint_storage=str(tmp_path / "c")) as ctx:
         ops = []
         for op in ctx.searcher.operations():
@@ -23,7 +25,7 @@ def test_off_cluster_one_op_of_length_one(off_cluster: pathlib.Path, tmp_path: p
 
 
 def test_must_report_completed(off_cluster: pathlib.Path, tmp_path: pathlib.Path) -> None:
-    with core.init(checkpoint_storage=str(tmp_path / "c")) as ctx:
+    with core.init(checkpoint_storage=str(tmp_path / "c")) as ctx:  # noqa: SIM117
         with pytest.raises(RuntimeError, match="must call op.report_completed"):
             for _ in ctx.searcher.operations():
                 pass
@@ -50,7 +52,9 @@ def test_workers_ask_chief_on_cluster(on_cluster: OnCluster) -> None:
             for op in ctx.searcher.operations():
                 lengths.append(op.length)
                 for step in (25, 50, 75):
-                    with pex.raises_when(pex.rank != 0, RuntimeError, match="op.report_progress.*chief"):
+                    with pex.raises_when(
+                        pex.rank != 0, RuntimeError, match="op.report_progress.*chief"
+                    ):
                         op.report_progress(step)
                 with pex.raises_when(pex.rank != 0, RuntimeError, match="chief"):
                     op.report_completed(0.5)
@@ -88,14 +92,18 @@ def test_progress_is_clamped(on_cluster: OnCluster) -> None:
     assert [r.body["progress"] for r in fm.find("POST", PROGRESS)] == [1.0, 1.0]
 
 
-def test_no_max_length_gives_clear_error(on_cluster: OnCluster, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_no_max_length_gives_clear_error(
+    on_cluster: OnCluster, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import fake_master
 
     path = tmp_path / "info2" / "cluster.json"
     fake_master.write_cluster_info(
-        path, on_cluster.master.url, on_cluster.storage_path, config={"searcher": {"name": "single", "metric": "loss"}}
+        path,
+        on_cluster.master.url,
+        on_cluster.storage_path,
+        config={"searcher": {"name": "single", "metric": "loss"}},
     )
     monkeypatch.setenv("DET_CLUSTER_INFO", str(path))
-    with core.init() as ctx:
-        with pytest.raises(ValueError, match="max_length"):
-            next(iter(ctx.searcher.operations()))
+    with core.init() as ctx, pytest.raises(ValueError, match="max_length"):
+        next(iter(ctx.searcher.operations()))

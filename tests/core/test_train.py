@@ -29,7 +29,10 @@ def test_metric_report_bodies(on_cluster: OnCluster) -> None:
     training = reports[0]["metrics"]
     assert training["trialId"] == TRIAL_ID and training["trialRunId"] == TRIAL_RUN_ID
     assert training["stepsCompleted"] == 10
-    assert training["metrics"] == {"avgMetrics": {"loss": 0.5}, "batchMetrics": [{"loss": 0.6}, {"loss": 0.4}]}
+    assert training["metrics"] == {
+        "avgMetrics": {"loss": 0.5},
+        "batchMetrics": [{"loss": 0.6}, {"loss": 0.4}],
+    }
     when = datetime.datetime.fromisoformat(training["reportTime"].replace("Z", "+00:00"))
     assert abs((datetime.datetime.now(datetime.timezone.utc) - when).total_seconds()) < 60
     assert reports[1]["metrics"]["metrics"] == {"avgMetrics": {"acc": 0.9}}  # bytes dropped
@@ -82,7 +85,9 @@ def test_batch_endpoint_used_when_available(on_cluster: OnCluster) -> None:
     assert batches, "queued reports were not sent through the batch endpoint"
     assert len(fm.find("POST", METRICS)) == 1
     assert [len(b.body["reports"]) for b in batches] == [9]
-    assert [r["metrics"]["stepsCompleted"] for r in batches[0].body["reports"]] == list(range(1, 10))
+    assert [r["metrics"]["stepsCompleted"] for r in batches[0].body["reports"]] == list(
+        range(1, 10)
+    )
     assert all(r["group"] == "training" for r in batches[0].body["reports"])
 
 
@@ -120,26 +125,30 @@ def test_failed_post_surfaces_on_next_report(on_cluster: OnCluster) -> None:
 def test_failed_post_surfaces_at_close(on_cluster: OnCluster) -> None:
     fm = on_cluster.master
     fm.override("POST", METRICS + "(/batch)?", 500, {"error": {"error": "nope"}})
-    with pytest.raises(RuntimeError, match="nope"):
-        with core.init() as ctx:
-            ctx.train.report_training_metrics(1, {"loss": 1.0})
+    with pytest.raises(RuntimeError, match="nope"), core.init() as ctx:
+        ctx.train.report_training_metrics(1, {"loss": 1.0})
 
 
 def test_metrics_post_is_not_retried(on_cluster: OnCluster) -> None:
     fm = on_cluster.master
     fm.override("POST", METRICS, 503, {"error": {"error": "busy"}})
-    with pytest.raises(RuntimeError, match="busy"):
-        with core.init() as ctx:
-            ctx.train.report_training_metrics(1, {"loss": 1.0})
+    with pytest.raises(RuntimeError, match="busy"), core.init() as ctx:
+        ctx.train.report_training_metrics(1, {"loss": 1.0})
     assert len(fm.find("POST", METRICS)) == 1
 
 
 def test_nan_metrics_encoded_as_strings(on_cluster: OnCluster) -> None:
     fm = on_cluster.master
     with core.init() as ctx:
-        ctx.train.report_training_metrics(1, {"a": float("nan"), "b": float("inf"), "c": -float("inf")})
+        ctx.train.report_training_metrics(
+            1, {"a": float("nan"), "b": float("inf"), "c": -float("inf")}
+        )
     (report,) = fm.metric_reports()
-    assert report["metrics"]["metrics"]["avgMetrics"] == {"a": "NaN", "b": "Infinity", "c": "-Infinity"}
+    assert report["metrics"]["metrics"]["avgMetrics"] == {
+        "a": "NaN",
+        "b": "Infinity",
+        "c": "-Infinity",
+    }
 
 
 def test_tensorboard_manual_mode(on_cluster: OnCluster) -> None:

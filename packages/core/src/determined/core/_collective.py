@@ -283,8 +283,12 @@ class Hub:
                 return
             body = bytes(peer.buffer[_HEADER.size : _HEADER.size + length])
             del peer.buffer[: _HEADER.size + length]
-            message = pickle.loads(body)
-            kind = message[0]
+            try:
+                message = pickle.loads(body)
+                kind = message[0]
+            except Exception as exc:
+                self._fail(f"rank {peer.rank} sent a malformed frame ({exc})", skip=peer)
+                return
             if kind == _CONTRIB:
                 with self._cond:
                     self._pending[peer.member] = (message[1], message[2], message[3])
@@ -518,8 +522,7 @@ class Spoke:
         except TimeoutError:
             raise self._broken(
                 name,
-                f"timed out after {wait:g}s waiting for rank {self._hub_rank} "
-                f"(call #{seq})",
+                f"timed out after {wait:g}s waiting for rank {self._hub_rank} (call #{seq})",
             ) from None
         except (EOFError, OSError):
             raise self._broken(name, f"rank {self._hub_rank} disconnected") from None

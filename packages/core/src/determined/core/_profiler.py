@@ -53,6 +53,16 @@ def _sample() -> dict[str, dict[str, float]]:
     return sample
 
 
+# Upstream's metric names for the per-second rates of the cumulative counters.
+_RATE_NAMES = {
+    "disk_read_bytes": "disk_throughput_read",
+    "disk_write_bytes": "disk_throughput_write",
+    "disk_ops": "disk_iops",
+    "net_sent_bytes": "net_throughput_sent",
+    "net_recv_bytes": "net_throughput_recv",
+}
+
+
 def _rates(
     first: dict[str, dict[str, float]], last: dict[str, dict[str, float]], seconds: float
 ) -> None:
@@ -64,9 +74,7 @@ def _rates(
     ):
         for key in keys:
             rate = (last[group][key] - first[group][key]) / seconds
-            last[group][key.replace("_bytes", "_throughput").replace("disk_ops", "disk_iops")] = (
-                rate
-            )
+            last[group][_RATE_NAMES[key]] = rate
             del last[group][key]
 
 

@@ -46,7 +46,7 @@ def run_forwarding_signals(
     the child starts (e.g. to start threads that read its pipes).
     """
     try:
-        proc = subprocess.Popen(
+        proc: subprocess.Popen[bytes] = subprocess.Popen(
             list(cmd),
             env=dict(env) if env is not None else None,
             start_new_session=whole_group,

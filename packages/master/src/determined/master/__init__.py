@@ -17,7 +17,7 @@ try:
 except _metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
-from determined.master._config import MasterConfig  # noqa: E402
-from determined.master._master import Master  # noqa: E402
+from determined.master._config import MasterConfig
+from determined.master._master import Master
 
 __all__ = ["Master", "MasterConfig", "__version__"]

@@ -27,7 +27,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--data-dir", default=None, help="where the database, logs and work dirs live")
     up.add_argument("--slots", type=int, default=None, help="CPU slots when there is no GPU")
     up.add_argument("--checkpoint-storage", default=None, help="checkpoint directory (shared_fs)")
-    up.add_argument("--initial-admin-password", default=None, help="password of admin and determined")
+    up.add_argument(
+        "--initial-admin-password", default=None, help="password of admin and determined"
+    )
     up.add_argument("--cluster-name", default=None)
     up.add_argument("--daemon", action="store_true", help="run in the background (pid + log file)")
     down = sub.add_parser("down", help="stop a master started with --daemon")
@@ -40,8 +42,14 @@ def _config(args: argparse.Namespace) -> MasterConfig:
     overrides: dict[str, Any] = {
         k: getattr(args, k, None)
         for k in (
-            "host", "port", "db", "data_dir", "slots", "checkpoint_storage",
-            "initial_admin_password", "cluster_name",
+            "host",
+            "port",
+            "db",
+            "data_dir",
+            "slots",
+            "checkpoint_storage",
+            "initial_admin_password",
+            "cluster_name",
         )
     }
     if args.config_file:
@@ -56,7 +64,9 @@ def _pid_file(config: MasterConfig) -> pathlib.Path:
 def _up(config: MasterConfig) -> int:
     from determined.master._master import Master
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     master = Master(config)
     try:
         master.start()
@@ -88,7 +98,10 @@ def _daemon(argv: list[str], config: MasterConfig) -> int:
     child_argv = [sys.executable, "-m", "determined.master"] + [a for a in argv if a != "--daemon"]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
-            child_argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            child_argv,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
     pid_file = _pid_file(config)

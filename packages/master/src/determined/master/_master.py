@@ -61,7 +61,7 @@ class Master:
         self.data_dir = self.config.resolved_data_dir()
         self.db = Database(self.config.db_url())
         self.rm: Any = None
-        self.manager: Manager | None = None  # type: ignore[assignment]
+        self._manager: Manager | None = None
         self.cluster_id = ""
         self.master_id = str(uuid.uuid4())
         self.url = ""
@@ -72,7 +72,13 @@ class Master:
         self.log_buffer: collections.deque[dict[str, Any]] = collections.deque(maxlen=5000)
         self._log_handler = _BufferHandler(self.log_buffer)
 
-    # ------------------------------------------------------------------------------------
+    @property
+    def manager(self) -> Manager:
+        """The lifecycle manager (exists once :meth:`start` ran)."""
+        if self._manager is None:
+            raise RuntimeError("the master is not started")
+        return self._manager
+
     def describe(self) -> dict[str, Any]:
         return {
             "version": self.version,
@@ -132,7 +138,7 @@ class Master:
         logging.getLogger("determined.master").setLevel(logging.INFO)
         self._init_db()
         self.rm = resource_manager(self.config.resource_manager_config())
-        self.manager = Manager(
+        self._manager = Manager(
             self.db,
             self.rm,
             self.data_dir,
@@ -158,7 +164,7 @@ class Master:
             app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
         )
         self._server = uvicorn.Server(config)
-        self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
+        self._server.install_signal_handlers = lambda: None
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="det-master-http", daemon=True
         )
@@ -170,7 +176,9 @@ class Master:
             if time.monotonic() > deadline:
                 raise RuntimeError("the master's HTTP server did not start within 30 s")
             time.sleep(0.01)
-        logger.info("det-master %s serving on %s (data dir %s)", self.version, self.url, self.data_dir)
+        logger.info(
+            "det-master %s serving on %s (data dir %s)", self.version, self.url, self.data_dir
+        )
 
     def serve_forever(self) -> None:
         """Block until the server thread ends (``det-master up`` in the foreground)."""
@@ -187,8 +195,8 @@ class Master:
             self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(10)
-        if self.manager is not None:
-            self.manager.stop()
+        if self._manager is not None:
+            self._manager.stop()
         if self.rm is not None:
             try:
                 self.rm.close()

@@ -8,6 +8,13 @@ import re
 from typing import Any
 
 TERMINAL_STATES = ("COMPLETED", "CANCELED", "ERROR", "DELETED")
+STOP_TO_TERMINAL = {
+    "STOPPING_COMPLETED": "COMPLETED",
+    "STOPPING_CANCELED": "CANCELED",
+    "STOPPING_KILLED": "CANCELED",
+    "STOPPING_ERROR": "ERROR",
+}
+"""Where each stopping state ends once nothing runs any more."""
 STOPPING_STATES = ("STOPPING_COMPLETED", "STOPPING_CANCELED", "STOPPING_KILLED", "STOPPING_ERROR")
 
 # gRPC codes used in error bodies.
@@ -101,6 +108,12 @@ def get(body: dict[str, Any], name: str, default: Any = None) -> Any:
     parts = name.split("_")
     camel = parts[0] + "".join(p[:1].upper() + p[1:] for p in parts[1:])
     return body.get(camel, default)
+
+
+def sub_object(body: dict[str, Any], name: str) -> dict[str, Any]:
+    """``body[name]`` when it is an object (a wrapped message), else ``body`` itself."""
+    value = get(body, name)
+    return value if isinstance(value, dict) else body
 
 
 def clean_float(value: Any) -> Any:

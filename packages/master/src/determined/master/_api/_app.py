@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import traceback
@@ -118,7 +119,14 @@ def master_logs(request: Request, p: Principal = Depends(authenticate)) -> Strea
 
 def create_app(master: Master) -> FastAPI:
     """Build the API application bound to ``master``."""
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        master.manager.loop = asyncio.get_running_loop()
+        yield
+
     app = FastAPI(
+        lifespan=lifespan,
         title="det master",
         version=master.version,
         description="Determined-compatible REST API of det-master.",
@@ -140,9 +148,13 @@ def create_app(master: Master) -> FastAPI:
     async def validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = []
         for err in exc.errors():
-            where = ".".join(str(x) for x in err.get("loc", ()) if x not in ("path", "query", "body"))
+            where = ".".join(
+                str(x) for x in err.get("loc", ()) if x not in ("path", "query", "body")
+            )
             problems.append(f"{where}: {err.get('msg')}")
-        return JSONResponse(error_body(400, "; ".join(problems) or "invalid request"), status_code=400)
+        return JSONResponse(
+            error_body(400, "; ".join(problems) or "invalid request"), status_code=400
+        )
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -168,9 +180,5 @@ def create_app(master: Master) -> FastAPI:
     app.include_router(_checkpoints.router)
     app.include_router(_trials.router)
     app.include_router(_tasks.router)
-
-    @app.on_event("startup")
-    async def capture_loop() -> None:
-        master.manager.loop = asyncio.get_running_loop()
 
     return app

@@ -7,10 +7,11 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from determined.master._api import _serialize
 from determined.master._api._deps import Principal, authenticate, int_param, json_body, master_of
-from determined.master._wire import APIError, get, parse_ts, to_float, unstate
+from determined.master._wire import APIError, get, parse_ts, sub_object, to_float, unstate
 from determined.master.db import Checkpoint, Experiment, Metric, Run, utcnow
 
 router = APIRouter(tags=["Checkpoints"])
@@ -28,11 +29,13 @@ def _sizes(resources: Any, where: str) -> dict[str, int]:
         try:
             out[str(path)] = int(size)
         except (TypeError, ValueError):
-            raise APIError(400, f"{where}[{path!r}]: size must be an integer (or its string)") from None
+            raise APIError(
+                400, f"{where}[{path!r}]: size must be an integer (or its string)"
+            ) from None
     return out
 
 
-def _get_ckpt(session: Any, uuid: str) -> Checkpoint:
+def _get_ckpt(session: Session, uuid: str) -> Checkpoint:
     ckpt = session.scalar(select(Checkpoint).where(Checkpoint.uuid == uuid))
     if ckpt is None:
         raise APIError(404, f"checkpoint {uuid} not found")
@@ -41,10 +44,12 @@ def _get_ckpt(session: Any, uuid: str) -> Checkpoint:
 
 @router.post("/api/v1/checkpoints")
 def report_checkpoint(
-    request: Request, body: dict[str, Any] = Depends(json_body), p: Principal = Depends(authenticate)
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Record a checkpoint a trial finished uploading (``metadata.steps_completed`` required)."""
-    ckpt = body.get("checkpoint") if isinstance(body.get("checkpoint"), dict) else body
+    ckpt = sub_object(body, "checkpoint")
     uuid = ckpt.get("uuid")
     if not isinstance(uuid, str) or not uuid:
         raise APIError(400, "checkpoint.uuid: required")
@@ -90,7 +95,9 @@ def report_checkpoint(
 
 @router.patch("/api/v1/checkpoints")
 def patch_checkpoints(
-    request: Request, body: dict[str, Any] = Depends(json_body), p: Principal = Depends(authenticate)
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Record the files that remain of checkpoints after a partial or full delete."""
     items = body.get("checkpoints")
@@ -113,7 +120,9 @@ def patch_checkpoints(
 
 @router.delete("/api/v1/checkpoints")
 def delete_checkpoints(
-    request: Request, body: dict[str, Any] = Depends(json_body), p: Principal = Depends(authenticate)
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Delete checkpoints from their storage and mark them DELETED."""
     from determined.master._core._gc import delete_checkpoints as gc_delete
@@ -130,7 +139,9 @@ def delete_checkpoints(
 
 
 @router.get("/api/v1/checkpoints/{uuid}")
-def get_checkpoint(request: Request, uuid: str, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def get_checkpoint(
+    request: Request, uuid: str, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """One checkpoint."""
     with master_of(request).db.read() as session:
         return {"checkpoint": _serialize.checkpoint(session, _get_ckpt(session, uuid))}
@@ -138,11 +149,13 @@ def get_checkpoint(request: Request, uuid: str, p: Principal = Depends(authentic
 
 @router.post("/api/v1/checkpoints/{uuid}/metadata")
 def post_checkpoint_metadata(
-    request: Request, uuid: str, body: dict[str, Any] = Depends(json_body),
+    request: Request,
+    uuid: str,
+    body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Replace a checkpoint's user metadata."""
-    ckpt_body = body.get("checkpoint") if isinstance(body.get("checkpoint"), dict) else body
+    ckpt_body = sub_object(body, "checkpoint")
     metadata = ckpt_body.get("metadata")
     if not isinstance(metadata, dict):
         raise APIError(400, "checkpoint.metadata: must be an object")
@@ -176,7 +189,11 @@ def list_checkpoints(
             def key(c: dict[str, Any]) -> tuple[int, float]:
                 training = c.get("training") or {}
                 if sort_metric:
-                    value = to_float((training.get("validationMetrics") or {}).get("avgMetrics", {}).get(sort_metric))
+                    value = to_float(
+                        (training.get("validationMetrics") or {})
+                        .get("avgMetrics", {})
+                        .get(sort_metric)
+                    )
                 else:
                     value = to_float(training.get("searcherMetric"))
                 return (1, 0.0) if value is None else (0, value)

@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import func, select
+from sqlalchemy.orm import Session
 
 from determined.master._api import _serialize
 from determined.master._api._deps import (
@@ -19,7 +20,7 @@ from determined.master._api._deps import (
     master_of,
 )
 from determined.master._core._context import ContextError, pack_files
-from determined.master._wire import TERMINAL_STATES, APIError, get, unstate
+from determined.master._wire import TERMINAL_STATES, APIError, get, sub_object, unstate
 from determined.master.db import Checkpoint, Experiment, Metric, Run, User
 
 router = APIRouter(tags=["Experiments"])
@@ -51,7 +52,8 @@ def validate_config(master: Any, raw: Any) -> Any:
         raise APIError(400, "config: must be YAML text or an object")
     try:
         return expconf.validate_experiment_config(
-            raw, defaults={"checkpoint_storage": master.config.checkpoint_storage_config()},
+            raw,
+            defaults={"checkpoint_storage": master.config.checkpoint_storage_config()},
             require_entrypoint=True,
         )
     except expconf.InvalidConfigError as e:
@@ -60,7 +62,7 @@ def validate_config(master: Any, raw: Any) -> Any:
         raise APIError(400, f"invalid experiment configuration: {e}") from None
 
 
-def _get_exp(session: Any, exp_id: int) -> Experiment:
+def _get_exp(session: Session, exp_id: int) -> Experiment:
     exp = session.get(Experiment, exp_id)
     if exp is None or exp.state == "DELETED":
         raise APIError(404, f"experiment {exp_id} not found")
@@ -107,6 +109,8 @@ def create_experiment(
     manager = master.manager
     with manager.txn() as session:
         owner = session.get(User, principal.user.id)
+        if owner is None:
+            raise APIError(401, "the calling user no longer exists")
         exp = manager.create_experiment(
             session,
             owner=owner,
@@ -202,7 +206,7 @@ def patch_experiment(
 ) -> dict[str, Any]:
     """Change name, description, notes, labels, scheduling limits or the checkpoint GC policy."""
     master = master_of(request)
-    patch = body.get("experiment") if isinstance(body.get("experiment"), dict) else body
+    patch = sub_object(body, "experiment")
     manager = master.manager
     with manager.txn() as session:
         exp = _get_exp(session, experiment_id)
@@ -284,37 +288,49 @@ def _action(request: Request, experiment_id: int, action: str) -> dict[str, Any]
 
 
 @router.post("/api/v1/experiments/{experiment_id}/activate")
-def activate(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def activate(
+    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """Activate a paused experiment: its trials resume from their latest checkpoints."""
     return _action(request, experiment_id, "activate")
 
 
 @router.post("/api/v1/experiments/{experiment_id}/pause")
-def pause(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def pause(
+    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """Pause: every running trial gets the preemption signal."""
     return _action(request, experiment_id, "pause")
 
 
 @router.post("/api/v1/experiments/{experiment_id}/cancel")
-def cancel(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def cancel(
+    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """Stop gracefully (preemption signal, then kill after ``preemption_timeout``)."""
     return _action(request, experiment_id, "cancel")
 
 
 @router.post("/api/v1/experiments/{experiment_id}/kill")
-def kill(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def kill(
+    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """Kill every trial process of the experiment."""
     return _action(request, experiment_id, "kill")
 
 
 @router.post("/api/v1/experiments/{experiment_id}/archive")
-def archive(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def archive(
+    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """Archive a terminal experiment."""
     return _action(request, experiment_id, "archive")
 
 
 @router.post("/api/v1/experiments/{experiment_id}/unarchive")
-def unarchive(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def unarchive(
+    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """Unarchive a terminal experiment."""
     return _action(request, experiment_id, "unarchive")
 
@@ -344,11 +360,23 @@ def delete_experiment(
             )
         )
     delete_checkpoints(master.db, uuids)
+    from sqlalchemy import delete
+
+    from determined.master.db import Allocation, ExperimentSnapshot, Task, TaskLog
+
     with master.db.write() as session:
-        exp = session.get(Experiment, experiment_id)
-        for run in session.scalars(select(Run).where(Run.experiment_id == experiment_id)):
-            session.delete(run)
-        session.delete(exp)
+        run_ids = select(Run.id).where(Run.experiment_id == experiment_id)
+        task_ids = select(Run.task_id).where(Run.experiment_id == experiment_id)
+        session.execute(delete(TaskLog).where(TaskLog.task_id.in_(task_ids)))
+        session.execute(delete(Allocation).where(Allocation.task_id.in_(task_ids)))
+        session.execute(delete(Task).where(Task.task_id.in_(task_ids)))
+        session.execute(delete(Checkpoint).where(Checkpoint.experiment_id == experiment_id))
+        session.execute(delete(Metric).where(Metric.trial_id.in_(run_ids)))
+        session.execute(delete(Run).where(Run.experiment_id == experiment_id))
+        session.execute(
+            delete(ExperimentSnapshot).where(ExperimentSnapshot.experiment_id == experiment_id)
+        )
+        session.execute(delete(Experiment).where(Experiment.id == experiment_id))
     return {}
 
 
@@ -490,11 +518,11 @@ def continue_experiment(
             raise APIError(400, "Experiment is not in terminal state.")
         config = expconf.merge(override or {}, exp.config) if override else dict(exp.config)
         validated = validate_config(master, config)
-        runs = list(session.scalars(select(Run).where(Run.experiment_id == exp_id).order_by(Run.id)))
-        if len(runs) == 1:
-            targets = runs
-        else:
-            targets = [r for r in runs if r.state != "COMPLETED"]
+        runs = list(
+            session.scalars(select(Run).where(Run.experiment_id == exp_id).order_by(Run.id))
+        )
+        # A single-trial experiment re-runs its trial; otherwise only unfinished trials run again.
+        targets = runs if len(runs) == 1 else [r for r in runs if r.state != "COMPLETED"]
         if not targets:
             raise APIError(400, "every trial of this experiment completed; nothing to continue")
         exp.config = validated.config

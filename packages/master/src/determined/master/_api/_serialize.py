@@ -145,8 +145,7 @@ def _summary(summary: dict[str, Any]) -> dict[str, Any]:
     for group, metrics in summary.items():
         key = {"training": "avg_metrics", "validation": "validation_metrics"}.get(group, group)
         out[key] = {
-            name: {k: clean_float(v) for k, v in entry.items() if k != "sum"}
-            for name, entry in metrics.items()
+            name: {k: clean_float(v) for k, v in entry.items()} for name, entry in metrics.items()
         }
     return out
 
@@ -187,9 +186,9 @@ def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict
         "unmanaged": False,
         "error": row.error,
     }
-    if full:
-        out["config"] = row.config
-        out["originalConfig"] = row.original_config
+    # Upstream's client bindings require both fields on every experiment object.
+    out["config"] = row.config
+    out["originalConfig"] = row.original_config if full else ""
     return out
 
 

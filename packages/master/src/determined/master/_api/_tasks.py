@@ -53,7 +53,9 @@ async def preemption_signal(
 
 
 @router.post("/api/v1/allocations/{allocation_id}/signals/ack_preemption")
-def ack_preemption(request: Request, allocation_id: str, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def ack_preemption(
+    request: Request, allocation_id: str, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """The trial saw the preemption signal and will exit: its exit is a pause, not completion."""
     manager = master_of(request).manager
     with manager.txn() as session:
@@ -68,14 +70,18 @@ def ack_preemption(request: Request, allocation_id: str, p: Principal = Depends(
 
 
 @router.post("/api/v1/allocations/{allocation_id}/signals/pending_preemption")
-def pending_preemption(request: Request, allocation_id: str, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def pending_preemption(
+    request: Request, allocation_id: str, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """The task asks to be preempted (nothing to do locally)."""
     _alloc_or_404(request, allocation_id)
     return {}
 
 
 @router.post("/api/v1/allocations/{allocation_id}/ready")
-def allocation_ready(request: Request, allocation_id: str, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def allocation_ready(
+    request: Request, allocation_id: str, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """The task is up."""
     with master_of(request).db.write() as session:
         row = session.get(Allocation, allocation_id)
@@ -86,14 +92,18 @@ def allocation_ready(request: Request, allocation_id: str, p: Principal = Depend
 
 
 @router.post("/api/v1/allocations/{allocation_id}/waiting")
-def allocation_waiting(request: Request, allocation_id: str, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def allocation_waiting(
+    request: Request, allocation_id: str, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """The task waits on something (recorded nowhere yet)."""
     _alloc_or_404(request, allocation_id)
     return {}
 
 
 @router.post("/api/v1/allocations/{allocation_id}/notify_container_running")
-def notify_container_running(request: Request, allocation_id: str, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def notify_container_running(
+    request: Request, allocation_id: str, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """Accepted for compatibility."""
     _alloc_or_404(request, allocation_id)
     return {"data": []}
@@ -113,7 +123,9 @@ _gathers: dict[tuple[str, str], dict[str, Any]] = {}
 
 @router.post("/api/v1/allocations/{allocation_id}/all_gather")
 async def all_gather(
-    request: Request, allocation_id: str, body: dict[str, Any] = Depends(json_body),
+    request: Request,
+    allocation_id: str,
+    body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Gather one value from each of ``numPeers`` callers sharing ``requestUuid``."""
@@ -127,7 +139,9 @@ async def all_gather(
     try:
         await asyncio.wait_for(entry["event"].wait(), 600)
     except asyncio.TimeoutError:
-        raise APIError(400, f"all_gather {request_uuid}: timed out waiting for {peers} peers") from None
+        raise APIError(
+            400, f"all_gather {request_uuid}: timed out waiting for {peers} peers"
+        ) from None
     data = list(entry["data"])
     entry.setdefault("served", 0)
     entry["served"] += 1
@@ -172,7 +186,9 @@ def _store_logs(request: Request, entries: list[dict[str, Any]]) -> None:
 
 @router.post("/api/v1/task/logs")
 def post_task_logs(
-    request: Request, body: dict[str, Any] = Depends(json_body), p: Principal = Depends(authenticate)
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Store log lines shipped by a task (``{logs: [...]}``)."""
     logs = body.get("logs")
@@ -199,7 +215,10 @@ def _log_filter(request: Request, task_ids: list[str]) -> Any:
     ranks = [int_param(r, "rankIds") for r in q.getlist("rankIds")]
     if ranks:
         stmt = stmt.where(TaskLog.rank_id.in_(ranks))
-    levels = [lv if lv.startswith("LOG_LEVEL_") else f"LOG_LEVEL_{lv.upper()}" for lv in q.getlist("levels")]
+    levels = [
+        lv if lv.startswith("LOG_LEVEL_") else f"LOG_LEVEL_{lv.upper()}"
+        for lv in q.getlist("levels")
+    ]
     if levels:
         stmt = stmt.where(TaskLog.level.in_(levels))
     stdtypes = q.getlist("stdtypes")
@@ -260,7 +279,11 @@ def _logs_response(
     follow = bool_param(q.get("follow"))
     desc = q.get("orderBy") == "ORDER_BY_DESC"
     base = _log_filter(request, task_ids)
-    regex = re.compile(q["searchText"]) if q.get("searchText") and bool_param(q.get("enableRegex")) else None
+    regex = (
+        re.compile(q["searchText"])
+        if q.get("searchText") and bool_param(q.get("enableRegex"))
+        else None
+    )
     master = master_of(request)
 
     def fetch(after_id: int, count: int) -> list[TaskLog]:
@@ -307,7 +330,9 @@ def _logs_response(
 
 
 @router.get("/api/v1/trials/{trial_id}/logs")
-def trial_logs(request: Request, trial_id: int, p: Principal = Depends(authenticate)) -> StreamingResponse:
+def trial_logs(
+    request: Request, trial_id: int, p: Principal = Depends(authenticate)
+) -> StreamingResponse:
     """Stream a trial's logs (``follow`` ends once the trial is terminal)."""
     master = master_of(request)
     with master.db.read() as session:
@@ -325,7 +350,9 @@ def trial_logs(request: Request, trial_id: int, p: Principal = Depends(authentic
 
 
 @router.get("/api/v1/tasks/{task_id}/logs")
-def task_logs(request: Request, task_id: str, p: Principal = Depends(authenticate)) -> StreamingResponse:
+def task_logs(
+    request: Request, task_id: str, p: Principal = Depends(authenticate)
+) -> StreamingResponse:
     """Stream a task's logs."""
     master = master_of(request)
     from determined.master.db import Task

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from determined.master._api import _serialize
 from determined.master._api._deps import (
@@ -19,23 +20,47 @@ from determined.master._api._deps import (
     master_of,
 )
 from determined.master._core import _metrics
-from determined.master._wire import TERMINAL_STATES, APIError, clean_float, get, to_float, ts
+from determined.master._wire import (
+    TERMINAL_STATES,
+    APIError,
+    clean_float,
+    get,
+    sub_object,
+    to_float,
+    ts,
+)
 from determined.master.db import Checkpoint, Experiment, Metric, Run, StorageBackend
 
 router = APIRouter(tags=["Trials"])
 
-EXITED_REASONS = ("INVALID_HP", "INIT_INVALID_HP", "USER_REQUESTED_STOP", "ERRORED", "USER_CANCELED")
+EXITED_REASONS = (
+    "INVALID_HP",
+    "INIT_INVALID_HP",
+    "USER_REQUESTED_STOP",
+    "ERRORED",
+    "USER_CANCELED",
+)
 
 
-def _get_run(session: Any, trial_id: int) -> Run:
-    run = session.get(Run, trial_id)
+def _get_run(session: Session, trial_id: int | None) -> Run:
+    run = session.get(Run, trial_id) if trial_id is not None else None
     if run is None:
         raise APIError(404, f"trial {trial_id} not found")
     return run
 
 
+def _run_and_exp(session: Session, trial_id: int) -> tuple[Run, Experiment]:
+    run = _get_run(session, trial_id)
+    exp = session.get(Experiment, run.experiment_id)
+    if exp is None:
+        raise APIError(404, f"experiment of trial {trial_id} not found")
+    return run, exp
+
+
 @router.get("/api/v1/trials/{trial_id}")
-def get_trial(request: Request, trial_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def get_trial(
+    request: Request, trial_id: int, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """One trial."""
     with master_of(request).db.read() as session:
         return {"trial": _serialize.trial(session, _get_run(session, trial_id))}
@@ -47,12 +72,15 @@ def _report(request: Request, trial_id: int, group: str, report: Any) -> dict[st
     _metrics.check_group(group)
     manager = master_of(request).manager
     with manager.txn() as session:
-        run = _get_run(session, trial_id)
-        exp = session.get(Experiment, run.experiment_id)
+        run, exp = _run_and_exp(session, trial_id)
         searcher_cfg = exp.config.get("searcher") or {}
         metric_name = searcher_cfg.get("metric")
         row = _metrics.ingest(
-            session, run, group, report, metric_name,
+            session,
+            run,
+            group,
+            report,
+            metric_name,
             bool(searcher_cfg.get("smaller_is_better", True)),
         )
         if group == "validation" and exp.id not in manager.continued:
@@ -64,7 +92,9 @@ def _report(request: Request, trial_id: int, group: str, report: Any) -> dict[st
 
 @router.post("/api/v1/trials/{trial_id}/metrics")
 def report_metrics(
-    request: Request, trial_id: int, body: dict[str, Any] = Depends(json_body),
+    request: Request,
+    trial_id: int,
+    body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Store one metrics report: ``{group, metrics: {trialRunId, stepsCompleted, metrics}}``."""
@@ -74,7 +104,9 @@ def report_metrics(
 
 @router.post("/api/v1/trials/{trial_id}/training_metrics")
 def report_training_metrics(
-    request: Request, trial_id: int, body: dict[str, Any] = Depends(json_body),
+    request: Request,
+    trial_id: int,
+    body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Legacy form of a training report."""
@@ -83,7 +115,9 @@ def report_training_metrics(
 
 @router.post("/api/v1/trials/{trial_id}/validation_metrics")
 def report_validation_metrics(
-    request: Request, trial_id: int, body: dict[str, Any] = Depends(json_body),
+    request: Request,
+    trial_id: int,
+    body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Legacy form of a validation report."""
@@ -92,7 +126,9 @@ def report_validation_metrics(
 
 @router.post("/api/v1/trials/{trial_id}/progress")
 def report_progress(
-    request: Request, trial_id: int, body: dict[str, Any] = Depends(json_body),
+    request: Request,
+    trial_id: int,
+    body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Record a trial's progress (``{progress, is_raw}``) and update the experiment's."""
@@ -101,8 +137,7 @@ def report_progress(
         raise APIError(400, "progress: must be a number")
     manager = master_of(request).manager
     with manager.txn() as session:
-        run = _get_run(session, trial_id)
-        exp = session.get(Experiment, run.experiment_id)
+        run, exp = _run_and_exp(session, trial_id)
         run.progress = progress
         rid = run.request_id
         if exp.id not in manager.continued:
@@ -112,11 +147,13 @@ def report_progress(
 
 @router.post("/api/v1/trials/{trial_id}/runner/metadata")
 def runner_metadata(
-    request: Request, trial_id: int, body: dict[str, Any] = Depends(json_body),
+    request: Request,
+    trial_id: int,
+    body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Set the trial's status text (``{"state": "..."}``)."""
-    meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else body
+    meta = sub_object(body, "metadata")
     state = meta.get("state", "")
     if not isinstance(state, str):
         raise APIError(400, "state: must be a string")
@@ -127,14 +164,18 @@ def runner_metadata(
 
 @router.post("/api/v1/trials/{trial_id}/early_exit")
 def early_exit(
-    request: Request, trial_id: int, body: dict[str, Any] = Depends(json_body),
+    request: Request,
+    trial_id: int,
+    body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Record why user code ends the trial early (once); the searcher hears it at exit."""
-    payload = get(body, "early_exit") if isinstance(get(body, "early_exit"), dict) else body
+    payload = sub_object(body, "early_exit")
     reason = str(payload.get("reason", "")).removeprefix("EXITED_REASON_")
     if reason not in EXITED_REASONS:
-        raise APIError(400, f"reason: must be one of EXITED_REASON_{', EXITED_REASON_'.join(EXITED_REASONS)}")
+        raise APIError(
+            400, f"reason: must be one of EXITED_REASON_{', EXITED_REASON_'.join(EXITED_REASONS)}"
+        )
     with master_of(request).db.write() as session:
         run = _get_run(session, trial_id)
         if run.early_exit_reason:
@@ -144,12 +185,13 @@ def early_exit(
 
 
 @router.post("/api/v1/trials/{trial_id}/kill")
-def kill_trial(request: Request, trial_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def kill_trial(
+    request: Request, trial_id: int, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """Kill one trial."""
     manager = master_of(request).manager
     with manager.txn() as session:
-        run = _get_run(session, trial_id)
-        exp = session.get(Experiment, run.experiment_id)
+        run, exp = _run_and_exp(session, trial_id)
         manager.kill_trial(session, exp, run)
     return {}
 
@@ -161,12 +203,16 @@ def trial_checkpoints(
     """The checkpoints of a trial."""
     from determined.master._api._checkpoints import list_checkpoints
 
-    return list_checkpoints(request, Checkpoint.trial_id == trial_id, lambda s: _get_run(s, trial_id))
+    return list_checkpoints(
+        request, Checkpoint.trial_id == trial_id, lambda s: _get_run(s, trial_id)
+    )
 
 
 @router.post("/api/v1/runs/start")
 def runs_start(
-    request: Request, body: dict[str, Any] = Depends(json_body), p: Principal = Depends(authenticate)
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Register the checkpoint storage a run uses; answers its ``storageId``."""
     run_id = int_param(get(body, "run_id"), "runId")
@@ -174,9 +220,8 @@ def runs_start(
         raise APIError(400, "runId: required")
     storage = get(body, "checkpoint_storage")
     with master_of(request).db.write() as session:
-        run = _get_run(session, run_id)
+        _run, exp = _run_and_exp(session, run_id)
         if not isinstance(storage, dict) or not storage:
-            exp = session.get(Experiment, run.experiment_id)
             storage = dict(exp.config.get("checkpoint_storage") or {})
         row = StorageBackend(config=storage)
         session.add(row)
@@ -185,7 +230,9 @@ def runs_start(
 
 
 @router.get("/api/v1/runs/{run_id}/metadata")
-def get_run_metadata(request: Request, run_id: int, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+def get_run_metadata(
+    request: Request, run_id: int, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
     """A run's user metadata."""
     with master_of(request).db.read() as session:
         return {"metadata": _get_run(session, run_id).metadata_ or {}}
@@ -193,7 +240,9 @@ def get_run_metadata(request: Request, run_id: int, p: Principal = Depends(authe
 
 @router.post("/api/v1/runs/{run_id}/metadata")
 def post_run_metadata(
-    request: Request, run_id: int, body: dict[str, Any] = Depends(json_body),
+    request: Request,
+    run_id: int,
+    body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Merge user metadata into a run's."""
@@ -217,14 +266,15 @@ def _deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
 
 
 def _metric_report(row: Metric) -> dict[str, Any]:
-    avg = row.metrics.get("avg_metrics") or {}
+    # ``metrics`` is a free-form struct upstream: the stored snake_case keys are returned as-is
+    # (``avg_metrics``, ``batch_metrics`` and, for validation, ``validation_metrics``).
     return {
         "id": row.id,
         "trialId": row.trial_id,
         "trialRunId": row.trial_run_id,
         "totalBatches": row.total_batches,
         "endTime": ts(row.end_time),
-        "metrics": {"avgMetrics": clean_float(avg), "batchMetrics": row.metrics.get("batch_metrics") or []},
+        "metrics": clean_float(row.metrics),
         "group": row.group,
         "archived": row.archived,
     }
@@ -249,6 +299,7 @@ def _metrics_stream(request: Request, group: str | None) -> StreamingResponse:
                 .order_by(Metric.trial_id, Metric.total_batches, Metric.id)
             )
         )
+
     def lines() -> Iterator[bytes]:
         for start in range(0, len(rows), 1000):
             chunk = [_metric_report(r) for r in rows[start : start + 1000]]

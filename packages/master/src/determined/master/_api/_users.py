@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from determined.master import _auth
 from determined.master._api import _serialize
@@ -42,7 +43,7 @@ def login(request: Request, body: dict[str, Any] = Depends(json_body)) -> dict[s
     hashed = _hashed_password(body)
     with master.db.write() as session:
         user = session.scalar(select(User).where(User.username == username))
-        if user is None or not _auth.check_password(hashed, user.password_hash):
+        if user is None or user.remote or not _auth.check_password(hashed, user.password_hash):
             raise APIError(401, "invalid credentials")
         if not user.active:
             raise APIError(403, "user is not active")
@@ -136,7 +137,7 @@ def user_settings(principal: Principal = Depends(authenticate)) -> dict[str, Any
     return {"settings": []}
 
 
-def _find_user(session: Any, user_id: int) -> User:
+def _find_user(session: Session, user_id: int) -> User:
     user = session.get(User, user_id)
     if user is None:
         raise APIError(404, f"user {user_id} not found")
@@ -205,13 +206,14 @@ def set_password(
     body: dict[str, Any] = Depends(json_body),
     principal: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
-    """Set a user's password (the user themself or an admin). Clients send it hashed."""
+    """Set a user's password (the user themself or an admin). Like upstream, the password
+    arrives in plain text unless ``isHashed`` says otherwise; the master salts and hashes it."""
     if principal.user.id != user_id:
         require_admin(principal)
     password = body.get("password")
     if not isinstance(password, str):
         raise APIError(400, "password: required")
-    hashed = password if get(body, "is_hashed", True) else _auth.client_hash(password)
+    hashed = password if get(body, "is_hashed", False) else _auth.client_hash(password)
     with master_of(request).db.write() as session:
         user = _find_user(session, user_id)
         user.password_hash = _auth.store_hash(hashed)

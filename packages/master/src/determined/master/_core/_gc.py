@@ -53,8 +53,9 @@ def checkpoints_to_delete(session: Any, exp: Experiment) -> list[Checkpoint]:
     values = {c.uuid: _metric_of(session, c, metric) for c in ckpts}
 
     def best_order(items: list[Checkpoint]) -> list[Checkpoint]:
-        scored = [c for c in items if values[c.uuid] is not None]
-        return sorted(scored, key=lambda c: values[c.uuid] if smaller else -values[c.uuid])
+        scored = [(v, c) for c in items if (v := values[c.uuid]) is not None]
+        scored.sort(key=lambda pair: pair[0] if smaller else -pair[0])
+        return [c for _, c in scored]
 
     keep: set[str] = set()
     keep.update(c.uuid for c in best_order(ckpts)[:exp_best])

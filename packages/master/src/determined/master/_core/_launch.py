@@ -45,23 +45,20 @@ def _config_env_vars(config: dict[str, Any], slot_type: str) -> dict[str, str]:
 def interpreter_bin_dir(config: dict[str, Any]) -> tuple[str, list[str]]:
     """The bin directory to put first on PATH, and warnings to show in the trial logs."""
     env = config.get("environment") or {}
-    warnings = []
+    warnings: list[str] = []
     venv = env.get("venv")
     python = env.get("python")
     if venv:
-        bin_dir = pathlib.Path(venv) / "bin"
-        if not bin_dir.is_dir():
+        venv_bin = pathlib.Path(venv) / "bin"
+        if not venv_bin.is_dir():
             raise ValueError(f"environment.venv: {venv!r} has no bin/ directory")
-        return str(bin_dir), warnings
+        return str(venv_bin), warnings
     if python:
         found = shutil.which(python) if os.sep not in python else python
         if not found or not os.path.exists(found):
             raise ValueError(f"environment.python: interpreter {python!r} not found")
         bin_dir = str(pathlib.Path(found).parent)
         return bin_dir, warnings
-    image = env.get("image")
-    if image and env.get("image_explicit"):
-        warnings.append(f"environment.image {image!r} is ignored by the local resource manager")
     return str(pathlib.Path(sys.executable).parent), warnings
 
 

@@ -12,24 +12,21 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import functools
 import logging
 import pathlib
 import queue
-import secrets
-import shutil
 import threading
 import time
 import traceback
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import yaml
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from determined.master import _auth, _wire
-from determined.master._core import _launch
+from determined.master._wire import STOP_TO_TERMINAL
 from determined.master.db import (
     Allocation,
     Checkpoint,
@@ -45,12 +42,6 @@ from determined.master.db import (
 
 logger = logging.getLogger("determined.master")
 
-STOP_TO_TERMINAL = {
-    "STOPPING_COMPLETED": "COMPLETED",
-    "STOPPING_CANCELED": "CANCELED",
-    "STOPPING_KILLED": "CANCELED",
-    "STOPPING_ERROR": "ERROR",
-}
 DEFAULT_PREEMPTION_TIMEOUT = 3600.0
 
 
@@ -69,6 +60,7 @@ class AllocState:
     launched: bool = False
     cancelled: bool = False
     kill_requested: bool = False
+    preemption_timed_out: bool = False
     exited: bool = False
     timer: threading.Timer | None = None
 
@@ -153,7 +145,12 @@ class Manager:
                 return
             name, args = item
             try:
-                getattr(self, "_on_" + name)(*args)
+                if name == "barrier":
+                    args[0].set()
+                    continue
+                from determined.master._core import _events
+
+                getattr(_events, name)(self, *args)
             except Exception:
                 logger.error("master: handling %s failed:\n%s", name, traceback.format_exc())
 
@@ -163,8 +160,9 @@ class Manager:
         self._events.put(("barrier", (done,)))
         done.wait(timeout)
 
-    def _on_barrier(self, done: threading.Event) -> None:
-        done.set()
+    def queue_event(self, name: str, args: tuple[Any, ...]) -> None:
+        """Queue an event for the dispatcher thread (handlers live in ``_events``)."""
+        self._events.put((name, args))
 
     # ResourceManagerEvents (called from RM threads) -----------------------------------------
 
@@ -230,7 +228,7 @@ class Manager:
     # ----------------------------------------------------------------------------------------
     # searcher plumbing
 
-    def _searcher(self, exp: Experiment) -> Any:
+    def searcher_of(self, exp: Experiment) -> Any:
         searcher = self.searchers.get(exp.id)
         if searcher is None:
             from determined.master.searchers import Searcher
@@ -249,9 +247,9 @@ class Manager:
         """Feed one event to the experiment's searcher and apply the actions it answers."""
         if exp.state in _wire.TERMINAL_STATES:
             return
-        searcher = self._searcher(exp)
+        searcher = self.searcher_of(exp)
         try:
-            actions = list(call(searcher))
+            actions = list(call(searcher) or [])
         except ValueError as e:
             self._searcher_failed(session, exp, str(e))
             return
@@ -259,7 +257,7 @@ class Manager:
 
     def _searcher_failed(self, session: Session, exp: Experiment, message: str) -> None:
         exp.error = message
-        for run in self._runs(session, exp.id):
+        for run in self.runs(session, exp.id):
             self.master_log(session, run.task_id, f"searcher error: {message}", "LOG_LEVEL_ERROR")
         if exp.state not in _wire.TERMINAL_STATES:
             self.stop_experiment(session, exp, "STOPPING_ERROR")
@@ -267,7 +265,7 @@ class Manager:
     def apply_actions(self, session: Session, exp: Experiment, actions: list[Any]) -> None:
         from determined.searcher import Create, Shutdown, Stop
 
-        searcher = self._searcher(exp)
+        searcher = self.searcher_of(exp)
         pending = collections.deque(actions)
         while pending:
             action = pending.popleft()
@@ -316,7 +314,7 @@ class Manager:
     # ----------------------------------------------------------------------------------------
     # experiments
 
-    def _runs(self, session: Session, exp_id: int) -> list[Run]:
+    def runs(self, session: Session, exp_id: int) -> list[Run]:
         return list(
             session.scalars(select(Run).where(Run.experiment_id == exp_id).order_by(Run.id))
         )
@@ -452,6 +450,7 @@ class Manager:
                 current = self.allocs.get(aid)
                 if current is not None and not current.exited and current.launched:
                     logger.info("master: %s did not exit after preemption; killing it", aid)
+                    current.preemption_timed_out = True
                     self.rm.kill(aid)
 
         timer = threading.Timer(timeout, on_timeout)
@@ -492,7 +491,7 @@ class Manager:
             return
         exp.state = target
         timeout = self._preemption_timeout(exp)
-        for run in self._runs(session, exp.id):
+        for run in self.runs(session, exp.id):
             if run.state in _wire.TERMINAL_STATES:
                 continue
             alloc = self.live_alloc(run.id)
@@ -506,8 +505,7 @@ class Manager:
             if target in ("STOPPING_KILLED", "STOPPING_ERROR"):
                 alloc.kill_requested = True
                 if alloc.launched:
-                    aid = alloc.allocation_id
-                    self.effect(lambda aid=aid: self.rm.kill(aid))
+                    self.effect(functools.partial(self.rm.kill, alloc.allocation_id))
             else:
                 self.request_preemption(session, alloc, timeout)
         self.maybe_finish(session, exp)
@@ -516,7 +514,7 @@ class Manager:
         """End a stopping experiment once none of its trials is alive."""
         if exp.state not in STOP_TO_TERMINAL:
             return
-        if any(r.state not in _wire.TERMINAL_STATES for r in self._runs(session, exp.id)):
+        if any(r.state not in _wire.TERMINAL_STATES for r in self.runs(session, exp.id)):
             return
         exp.state = STOP_TO_TERMINAL[exp.state]
         exp.end_time = utcnow()
@@ -545,7 +543,7 @@ class Manager:
             raise _wire.APIError(400, f"experiment {exp.id} is {exp.state}; only ACTIVE can pause")
         exp.state = "PAUSED"
         timeout = self._preemption_timeout(exp)
-        for run in self._runs(session, exp.id):
+        for run in self.runs(session, exp.id):
             if run.state != "ACTIVE":
                 continue
             alloc = self.live_alloc(run.id)
@@ -563,7 +561,7 @@ class Manager:
                 400, f"experiment {exp.id} is {exp.state}; only PAUSED can activate"
             )
         exp.state = "ACTIVE"
-        for run in self._runs(session, exp.id):
+        for run in self.runs(session, exp.id):
             if run.state != "PAUSED":
                 continue
             self.set_trial_state(session, run, "ACTIVE")
@@ -605,152 +603,13 @@ class Manager:
             alloc = None
         if alloc is None:
             self.set_trial_state(session, run, "COMPLETED")
-            return list(self._searcher(exp).trial_exited(request_id))
+            return list(self.searcher_of(exp).trial_exited(request_id))
         self.set_trial_state(session, run, "STOPPING_COMPLETED")
         self.master_log(
             session, run.task_id, "the searcher stopped this trial; asking it to preempt"
         )
         self.request_preemption(session, alloc, self._preemption_timeout(exp))
         return []
-
-    # RM event handlers (dispatcher thread) --------------------------------------------------
-
-    def _on_assigned(self, request: Any, assignment: Any) -> None:
-        aid = request.allocation_id
-        with self.lock:
-            alloc = self.allocs.get(aid)
-            if alloc is None or alloc.cancelled or alloc.exited:
-                self.rm.release(aid)
-                return
-            alloc.assigned = True
-            with self.db.read() as session:
-                run = session.get(Run, alloc.trial_id)
-                exp = session.get(Experiment, alloc.experiment_id)
-                user = session.get(User, exp.owner_id) if exp else None
-                latest = self.latest_checkpoint(session, run) if run else None
-            if run is None or exp is None:
-                self.rm.release(aid)
-                return
-            if alloc.kill_requested:
-                self.rm.release(aid)
-                self._events.put(("exited", (aid, None, "killed before launch")))
-                return
-        work_dir = self.data_dir / "work" / aid
-        try:
-            latest_uuid, steps = latest if latest else (None, 0)
-            env, hook, warnings = _launch.prepare_trial(
-                work_dir=work_dir,
-                model_definition=exp.model_definition,
-                master_url=self.master_url,
-                cluster_id=self.cluster_id,
-                task_id=run.task_id,
-                allocation_id=aid,
-                token=alloc.token,
-                experiment_id=exp.id,
-                trial_id=run.id,
-                trial_seed=int(run.seed),
-                hparams=run.hparams,
-                config=exp.config,
-                run_id=run.run_id,
-                steps_completed=steps,
-                latest_checkpoint=latest_uuid,
-                slot_ids=list(assignment.slot_ids),
-                container_addrs=list(assignment.container_addrs),
-                container_slot_counts=list(assignment.container_slot_counts),
-                gpu_uuids=list(assignment.gpu_uuids),
-                slot_type=str((self.rm.describe() or {}).get("slot_type", "cpu")),
-                collective_key=secrets.token_hex(16),
-                user=user.username if user else "determined",
-                user_token=alloc.token,
-            )
-            image = _explicit_image(exp.original_config)
-            if image:
-                warnings.append(
-                    f"environment.image {image!r} is ignored by the local resource manager"
-                )
-            argv = _launch.entrypoint_argv(exp.config.get("entrypoint") or "")
-        except Exception as e:
-            with self.db.write() as session:
-                self.master_log(
-                    session,
-                    run.task_id,
-                    f"failed to prepare the trial: {e}",
-                    "LOG_LEVEL_ERROR",
-                    aid,
-                )
-            self.rm.release(aid)
-            self._events.put(("exited", (aid, None, f"failed to prepare the trial: {e}")))
-            return
-        from determined.master.rm import LaunchSpec
-
-        with self.db.write() as session:
-            row = session.get(Allocation, aid)
-            if row is not None:
-                row.state = "ASSIGNED"
-            for warning in warnings:
-                self.master_log(session, run.task_id, warning, "LOG_LEVEL_WARNING", aid)
-            self.master_log(
-                session,
-                run.task_id,
-                f"Trial {run.id} (run {run.run_id}) assigned slots {list(assignment.slot_ids)};"
-                f" launching {argv}"
-                + (f" resuming from checkpoint {latest_uuid}" if latest_uuid else ""),
-                allocation_id=aid,
-            )
-        with self.lock:
-            alloc.launched = True
-            self.rm.launch(
-                LaunchSpec(
-                    allocation_id=aid, argv=argv, cwd=str(work_dir), env=env, startup_hook=hook
-                )
-            )
-            if alloc.kill_requested:
-                self.rm.kill(aid)
-
-    def _on_started(self, allocation_id: str, pid: int) -> None:
-        with self.db.write() as session:
-            row = session.get(Allocation, allocation_id)
-            if row is not None:
-                row.pid = pid
-                row.state = "RUNNING"
-                row.start_time = utcnow()
-
-    def _on_exited(self, allocation_id: str, exit_code: int | None, error: str | None) -> None:
-        with self.txn() as session:
-            alloc = self.allocs.get(allocation_id)
-            if alloc is None or alloc.exited:
-                return
-            alloc.exited = True
-            if alloc.timer is not None:
-                alloc.timer.cancel()
-            self.effect(lambda: self.rm.release(allocation_id))
-            self.effect(lambda: self._wake(allocation_id))
-            row = session.get(Allocation, allocation_id)
-            if row is not None:
-                row.state = "TERMINATED"
-                row.end_time = utcnow()
-                row.exit_code = exit_code
-                row.exit_error = error
-            run = session.get(Run, alloc.trial_id)
-            exp = session.get(Experiment, alloc.experiment_id)
-            if run is None or exp is None:
-                return
-            if error:
-                message = f"Trial {run.id} (run {run.run_id}) failed to run: {error}"
-            else:
-                message = f"Trial {run.id} (run {run.run_id}) exited with code {exit_code}"
-            failed = error is not None or exit_code != 0
-            self.master_log(
-                session,
-                run.task_id,
-                message,
-                "LOG_LEVEL_ERROR" if failed and not alloc.kill_requested else "LOG_LEVEL_INFO",
-                allocation_id,
-            )
-            self.trial_exited(session, exp, run, alloc, failed)
-            if self.trial_alloc.get(run.id) == allocation_id and alloc.exited:
-                pass
-            self.allocs.pop(allocation_id, None)
 
     def trial_exited(
         self, session: Session, exp: Experiment, run: Run, alloc: AllocState | None, failed: bool
@@ -800,26 +659,24 @@ class Manager:
         if exp.state in _wire.TERMINAL_STATES:
             return
         if exp.id in self.continued:
-            runs = self._runs(session, exp.id)
+            runs = self.runs(session, exp.id)
             if exp.state == "ACTIVE" and all(r.state in _wire.TERMINAL_STATES for r in runs):
                 failed = any(r.state == "ERROR" for r in runs)
                 exp.state = "STOPPING_ERROR" if failed else "STOPPING_COMPLETED"
                 self.continued.discard(exp.id)
             return
         rid = run.request_id
+        reason = None
         if run.early_exit_reason:
             reason = _reason(run.early_exit_reason)
-            self.searcher_event(session, exp, lambda s: s.trial_exited_early(rid, reason))
         elif terminal == "ERROR":
-            self.searcher_event(
-                session, exp, lambda s: s.trial_exited_early(rid, _reason("ERRORED"))
-            )
+            reason = _reason("ERRORED")
         elif terminal == "CANCELED" and not exp.state.startswith("STOPPING"):
-            self.searcher_event(
-                session, exp, lambda s: s.trial_exited_early(rid, _reason("USER_CANCELED"))
-            )
-        else:
-            self.searcher_event(session, exp, lambda s: s.trial_exited(rid))
+            reason = _reason("USER_CANCELED")
+        if reason is not None:
+            # Upstream reports the early exit first, then closes the trial.
+            self.searcher_event(session, exp, lambda s: s.trial_exited_early(rid, reason))
+        self.searcher_event(session, exp, lambda s: s.trial_exited(rid))
 
     # checkpoints -----------------------------------------------------------------------------
 
@@ -874,53 +731,11 @@ class Manager:
         current = self.allocs.get(allocation_id)
         return bool(current and current.preempt)
 
-    # recovery -------------------------------------------------------------------------------
-
     def recover(self) -> None:
         """Resume every non-terminal experiment after a (re)start of the master."""
-        with self.txn() as session:
-            terminal_ids = select(Experiment.id).where(Experiment.state.in_(_wire.TERMINAL_STATES))
-            session.execute(
-                delete(ExperimentSnapshot).where(ExperimentSnapshot.experiment_id.in_(terminal_ids))
-            )
-            open_allocs = list(
-                session.scalars(select(Allocation).where(Allocation.end_time.is_(None)))
-            )
-            for row in open_allocs:
-                if row.pid:
-                    pid = row.pid
-                    try:
-                        self.rm.reap_orphan(pid)
-                    except Exception:
-                        logger.exception("master: reaping process group %s failed", pid)
-                row.state = "TERMINATED"
-                row.end_time = utcnow()
-                row.exit_error = "the master restarted"
-            exps = list(
-                session.scalars(
-                    select(Experiment).where(Experiment.state.not_in(_wire.TERMINAL_STATES))
-                )
-            )
-            for exp in exps:
-                try:
-                    self._searcher(exp)
-                except Exception as e:
-                    logger.exception("master: restoring experiment %s failed", exp.id)
-                    exp.state = "ERROR"
-                    exp.error = f"could not restore the searcher: {e}"
-                    exp.end_time = utcnow()
-                    continue
-                for run in self._runs(session, exp.id):
-                    if run.state in _wire.TERMINAL_STATES:
-                        continue
-                    self.master_log(session, run.task_id, "the master restarted; resuming trial")
-                    if run.state in STOP_TO_TERMINAL:
-                        self.trial_exited(session, exp, run, None, False)
-                    elif run.state == "ACTIVE" and exp.state == "ACTIVE":
-                        self.schedule(session, exp, run)
-                    elif run.state == "ACTIVE":
-                        self.set_trial_state(session, run, "PAUSED")
-                self.maybe_finish(session, exp)
+        from determined.master._core._recovery import recover
+
+        recover(self)
 
 
 def max_stopping(current: str, target: str) -> str:
@@ -936,21 +751,3 @@ def _reason(name: str) -> Any:
 
     name = name.removeprefix("EXITED_REASON_")
     return ExitedReason[name]
-
-
-def _explicit_image(original: str) -> str | None:
-    try:
-        raw = yaml.safe_load(original or "") or {}
-    except yaml.YAMLError:
-        return None
-    env = raw.get("environment") if isinstance(raw, dict) else None
-    image = env.get("image") if isinstance(env, dict) else None
-    return str(image) if image else None
-
-
-def new_request_id() -> str:
-    return str(uuid.uuid4())
-
-
-def remove_work_dir(data_dir: pathlib.Path, allocation_id: str) -> None:
-    shutil.rmtree(data_dir / "work" / allocation_id, ignore_errors=True)

@@ -85,18 +85,20 @@ def ingest(
 
     newest_run = session.scalar(
         select(Metric.trial_run_id)
-        .where(Metric.trial_id == run.id)
+        .where(Metric.trial_id == run.id, Metric.group == group)
         .order_by(Metric.trial_run_id.desc())
         .limit(1)
     )
     if newest_run is not None and newest_run < trial_run_id:
-        # First report of a new run: drop what older runs reported beyond this point (rollback).
+        # First report of a new run in this group: older runs' reports from this step on are
+        # superseded (the trial rolled back to a checkpoint), so archive them.
         session.execute(
             update(Metric)
             .where(
                 Metric.trial_id == run.id,
+                Metric.group == group,
                 Metric.trial_run_id < trial_run_id,
-                Metric.total_batches > steps,
+                Metric.total_batches >= steps,
                 Metric.archived.is_(False),
             )
             .values(archived=True)

@@ -58,12 +58,11 @@ class Database:
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Session]:
-        """A session for reads (rolled back at the end)."""
+        """A session for reads; objects stay usable (detached, loaded) after the block."""
         session = self._sessions()
         try:
             yield session
         finally:
-            session.rollback()
             session.close()
 
     @contextlib.contextmanager

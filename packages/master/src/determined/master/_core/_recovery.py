@@ -1,0 +1,64 @@
+"""Start-up recovery: resume every experiment a previous master left unfinished."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from sqlalchemy import delete, select
+
+from determined.master import _wire
+from determined.master.db import Allocation, Experiment, ExperimentSnapshot, utcnow
+
+if TYPE_CHECKING:
+    from determined.master._core._manager import Manager
+
+logger = logging.getLogger("determined.master")
+
+
+def recover(manager: Manager) -> None:
+    """Resume every non-terminal experiment after a (re)start of the master."""
+    with manager.txn() as session:
+        terminal_ids = select(Experiment.id).where(Experiment.state.in_(_wire.TERMINAL_STATES))
+        session.execute(
+            delete(ExperimentSnapshot).where(ExperimentSnapshot.experiment_id.in_(terminal_ids))
+        )
+        open_allocs = list(session.scalars(select(Allocation).where(Allocation.end_time.is_(None))))
+        for row in open_allocs:
+            if row.pid:
+                pid = row.pid
+                try:
+                    try:
+                        manager.rm.reap_orphan(pid, allocation_id=row.allocation_id)
+                    except TypeError:
+                        manager.rm.reap_orphan(pid)
+                except Exception:
+                    logger.exception("master: reaping process group %s failed", pid)
+            row.state = "TERMINATED"
+            row.end_time = utcnow()
+            row.exit_error = "the master restarted"
+        exps = list(
+            session.scalars(
+                select(Experiment).where(Experiment.state.not_in(_wire.TERMINAL_STATES))
+            )
+        )
+        for exp in exps:
+            try:
+                manager.searcher_of(exp)
+            except Exception as e:
+                logger.exception("master: restoring experiment %s failed", exp.id)
+                exp.state = "ERROR"
+                exp.error = f"could not restore the searcher: {e}"
+                exp.end_time = utcnow()
+                continue
+            for run in manager.runs(session, exp.id):
+                if run.state in _wire.TERMINAL_STATES:
+                    continue
+                manager.master_log(session, run.task_id, "the master restarted; resuming trial")
+                if run.state in _wire.STOP_TO_TERMINAL:
+                    manager.trial_exited(session, exp, run, None, False)
+                elif run.state == "ACTIVE" and exp.state == "ACTIVE":
+                    manager.schedule(session, exp, run)
+                elif run.state == "ACTIVE":
+                    manager.set_trial_state(session, run, "PAUSED")
+            manager.maybe_finish(session, exp)

@@ -1,0 +1,141 @@
+"""Experiments end to end: a real master launches real trial processes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def test_single_trial_completes(client: Any, config_of: Any) -> None:
+    exp_id = client.create(config_of(hyperparameters={"steps": 3, "validate_every": 1}))
+    exp = client.wait_state(exp_id, "STATE_COMPLETED")
+    assert exp["progress"] == 1.0
+    (trial,) = client.trials(exp_id)
+    assert trial["state"] == "STATE_COMPLETED"
+    assert trial["totalBatchesProcessed"] == 3
+    assert trial["latestValidation"]["totalBatches"] == 3
+    assert trial["searcherMetricValue"] == 1.0 / 3
+    assert trial["summaryMetrics"]["avg_metrics"]["loss"]["count"] == 3
+    assert trial["summaryMetrics"]["avg_metrics"]["loss"]["min"] == 1.0 / 3
+    assert trial["restarts"] == 0
+    metrics = client.stream(
+        "/api/v1/trials/metrics/trial_metrics", trialIds=trial["id"], group="training"
+    )
+    reports = [m for chunk in metrics for m in chunk["metrics"]]
+    assert [m["totalBatches"] for m in reports] == [1, 2, 3]
+    assert reports[0]["metrics"]["avg_metrics"]["loss"] == 1.0
+    ckpts = client.get(f"/api/v1/experiments/{exp_id}/checkpoints")["checkpoints"]
+    assert len(ckpts) == 1 and ckpts[0]["metadata"]["steps_completed"] == 3
+    assert ckpts[0]["state"] == "STATE_COMPLETED"
+    got = client.get(f"/api/v1/checkpoints/{ckpts[0]['uuid']}")["checkpoint"]
+    assert got["training"]["trialId"] == trial["id"]
+    assert int(got["resources"]["state.json"]) > 0
+    logs = client.stream(f"/api/v1/trials/{trial['id']}/logs")
+    text = "".join(entry["log"] for entry in logs)
+    assert f"trial {trial['id']} done" in text
+    assert "exited with code 0" in text
+    ranked = [e for e in logs if e["rankId"] == 0]
+    assert ranked and ranked[0]["level"] == "LOG_LEVEL_INFO"
+    stderr = client.stream(f"/api/v1/trials/{trial['id']}/logs", stdtypes="stderr")
+    assert any("some stderr line" in e["log"] for e in stderr)
+    limited = client.stream(f"/api/v1/trials/{trial['id']}/logs", limit=2)
+    assert len(limited) == 2
+    best = client.get(f"/api/v1/experiments/{exp_id}/searcher/best_searcher_validation_metric")
+    assert best["metric"] == 1.0 / 3
+    history = client.get(f"/api/v1/experiments/{exp_id}/validation-history")["validationHistory"]
+    assert history[-1]["searcherMetric"] == 1.0 / 3
+    followed = client.stream(f"/api/v1/trials/{trial['id']}/logs", follow="true")
+    assert len(followed) == len(logs)
+
+
+def test_random_search_three_trials(client: Any, config_of: Any) -> None:
+    config = config_of(
+        searcher={"name": "random", "metric": "loss", "max_trials": 3, "max_concurrent_trials": 2},
+        hyperparameters={"steps": 2, "base": {"type": "double", "minval": 1.0, "maxval": 2.0}},
+    )
+    exp_id = client.create(config)
+    client.wait_state(exp_id, "STATE_COMPLETED")
+    trials = client.trials(exp_id)
+    assert len(trials) == 3
+    assert all(t["state"] == "STATE_COMPLETED" for t in trials)
+    assert len({t["hparams"]["base"] for t in trials}) == 3
+    listed = client.get("/api/v1/experiments", params={"states": "STATE_COMPLETED"})
+    assert exp_id in [e["id"] for e in listed["experiments"]]
+
+
+def test_pause_activate_resumes_from_checkpoint(client: Any, config_of: Any, waiter: Any) -> None:
+    exp_id = client.create(config_of(hyperparameters={"steps": 4, "wait_preempt": 2}))
+    (trial,) = waiter(lambda: client.trials(exp_id), 30, "trial created")
+    waiter(
+        lambda: client.get(f"/api/v1/trials/{trial['id']}")["trial"]["checkpointCount"] == 1,
+        60,
+        "first checkpoint",
+    )
+    client.post(f"/api/v1/experiments/{exp_id}/pause")
+    assert client.experiment(exp_id)["state"] == "STATE_PAUSED"
+
+    def exited() -> bool:
+        text = "".join(e["log"] for e in client.stream(f"/api/v1/trials/{trial['id']}/logs"))
+        return "preempt signal: True" in text and "exited with code 0" in text
+
+    waiter(exited, 60, "the trial to exit after preemption")
+    assert client.get(f"/api/v1/trials/{trial['id']}")["trial"]["state"] == "STATE_PAUSED"
+    client.post(f"/api/v1/experiments/{exp_id}/activate")
+    client.wait_state(exp_id, "STATE_COMPLETED")
+    t = client.get(f"/api/v1/trials/{trial['id']}")["trial"]
+    assert t["trialRunId"] == 2
+    assert t["restarts"] == 0
+    text = "".join(e["log"] for e in client.stream(f"/api/v1/trials/{trial['id']}/logs"))
+    assert "run 2 starting at step 2 latest=" in text
+    reports = [
+        m
+        for chunk in client.stream(
+            "/api/v1/trials/metrics/trial_metrics", trialIds=trial["id"], group="training"
+        )
+        for m in chunk["metrics"]
+    ]
+    assert [m["totalBatches"] for m in reports] == [1, 2, 3, 4]
+
+
+def test_crash_restarts_then_error(client: Any, config_of: Any) -> None:
+    exp_id = client.create(config_of(hyperparameters={"crash": 1}, max_restarts=2))
+    client.wait_state(exp_id, "STATE_ERROR")
+    (trial,) = client.trials(exp_id)
+    assert trial["state"] == "STATE_ERROR"
+    assert trial["restarts"] == 3
+    assert trial["trialRunId"] == 3
+    text = "".join(e["log"] for e in client.stream(f"/api/v1/trials/{trial['id']}/logs"))
+    assert "exceeded max restarts (2)" in text
+    assert text.count("crashing on purpose") == 3
+
+
+def test_kill(client: Any, config_of: Any, waiter: Any) -> None:
+    exp_id = client.create(config_of(hyperparameters={"steps": 4, "wait_preempt": 1}))
+    (trial,) = waiter(lambda: client.trials(exp_id), 30, "trial created")
+    waiter(
+        lambda: client.get(f"/api/v1/trials/{trial['id']}")["trial"]["checkpointCount"] == 1,
+        60,
+        "first checkpoint",
+    )
+    client.post(f"/api/v1/experiments/{exp_id}/kill")
+    client.wait_state(exp_id, "STATE_CANCELED")
+    assert client.trials(exp_id)[0]["state"] == "STATE_CANCELED"
+
+
+def test_stale_trial_run_id_rejected(client: Any, config_of: Any, waiter: Any) -> None:
+    exp_id = client.create(config_of(hyperparameters={"steps": 2}))
+    client.wait_state(exp_id, "STATE_COMPLETED")
+    (trial,) = client.trials(exp_id)
+    r = client.request(
+        "POST",
+        f"/api/v1/trials/{trial['id']}/metrics",
+        json={
+            "group": "training",
+            "metrics": {
+                "trialRunId": 7,
+                "stepsCompleted": 9,
+                "metrics": {"avgMetrics": {"loss": 1}},
+            },
+        },
+    )
+    assert r.status_code == 400
+    assert "7 (reported) != 1 (expected)" in r.json()["error"]["error"]

@@ -1,0 +1,193 @@
+"""A master killed with SIGKILL while trials run resumes them when started again."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+
+class MasterProcess:
+    """``det-master up`` as a subprocess."""
+
+    def __init__(self, data_dir: pathlib.Path, db: str) -> None:
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "determined.master",
+                "up",
+                "--port",
+                "0",
+                "--data-dir",
+                str(data_dir),
+                "--db",
+                db,
+                "--slots",
+                "2",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.url = ""
+        deadline = time.monotonic() + 60
+        output = []
+        assert self.proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise AssertionError("det-master exited:\n" + "".join(output))
+            output.append(line)
+            if "det-master serving on" in line:
+                self.url = line.strip().rsplit(" ", 1)[1]
+                break
+        assert self.url, "".join(output)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@pytest.fixture
+def master_process(tmp_path: pathlib.Path, db_url: str) -> Iterator[Any]:
+    started: list[MasterProcess] = []
+
+    def start() -> MasterProcess:
+        proc = MasterProcess(tmp_path / "data", db_url)
+        started.append(proc)
+        return proc
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_sigkill_recovery(
+    master_process: Any, client_for: Any, config_of: Any, waiter: Any, tmp_path: Any
+) -> None:
+    pid_dir = tmp_path / "pids"
+    pid_dir.mkdir()
+    first = master_process()
+    client = client_for(first.url)
+    exp_id = client.create(
+        config_of(hyperparameters={"steps": 4, "wait_preempt": 2, "pid_dir": str(pid_dir)})
+    )
+    (trial,) = waiter(lambda: client.trials(exp_id), 30, "trial created")
+    waiter(
+        lambda: client.get(f"/api/v1/trials/{trial['id']}")["trial"]["checkpointCount"] == 1,
+        60,
+        "first checkpoint",
+    )
+    pid = int((pid_dir / f"{trial['id']}.1.pid").read_text())
+    assert _alive(pid)
+    first.kill()
+
+    second = master_process()
+    client = client_for(second.url)
+    exp = client.wait_state(exp_id, "STATE_COMPLETED", timeout=60)
+    assert exp["progress"] == 1.0
+    assert not _alive(pid), "the orphaned trial process of the dead master was not reaped"
+    t = client.get(f"/api/v1/trials/{trial['id']}")["trial"]
+    assert t["restarts"] == 0
+    assert t["trialRunId"] == 2
+    reports = [
+        m["totalBatches"]
+        for chunk in client.stream(
+            "/api/v1/trials/metrics/trial_metrics", trialIds=trial["id"], group="training"
+        )
+        for m in chunk["metrics"]
+    ]
+    assert reports == [1, 2, 3, 4]
+    text = "".join(e["log"] for e in client.stream(f"/api/v1/trials/{trial['id']}/logs"))
+    assert "the master restarted; resuming trial" in text
+    assert "run 2 starting at step 2" in text
+
+
+def test_daemon_up_down(tmp_path: pathlib.Path) -> None:
+    data = tmp_path / "d"
+    env = dict(os.environ)
+    up = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "determined.master",
+            "up",
+            "--daemon",
+            "--port",
+            "0",
+            "--data-dir",
+            str(data),
+            "--slots",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+    )
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert (data / "det-master.pid").exists()
+    log = (data / "det-master.log").read_text()
+    assert "det-master serving on" in log
+    down = subprocess.run(
+        [sys.executable, "-m", "determined.master", "down", "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert not (data / "det-master.pid").exists()
+
+
+def test_refuses_public_host_with_empty_admin_password(tmp_path: pathlib.Path) -> None:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "determined.master",
+            "up",
+            "--host",
+            "0.0.0.0",
+            "--port",
+            "0",
+            "--data-dir",
+            str(tmp_path / "d"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    assert out.returncode != 0
+    assert "empty password" in out.stderr
