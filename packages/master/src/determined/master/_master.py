@@ -147,6 +147,9 @@ class Master:
         )
         sock = socket.socket(socket.AF_INET6 if ":" in self.config.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit this: without it, a keep-alive response written in two
+        # parts waits ~40 ms for the client's delayed ACK (Nagle).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((self.config.host, int(self.config.port)))
         sock.listen(128)
         sock.set_inheritable(False)
