@@ -19,14 +19,18 @@ def start_master(**settings: Any) -> tuple[Master, Session]:
     master = Master(MasterConfig(**settings))
     master.start()
     anonymous = Session(master.url)
-    token = anonymous.request("POST", "/api/v1/auth/login", body={"username": "determined", "password": ""})[
-        "token"
-    ]
+    token = anonymous.request(
+        "POST", "/api/v1/auth/login", body={"username": "determined", "password": ""}
+    )["token"]
     return master, Session(master.url, token)
 
 
 def create_experiment(session: Session, config: dict[str, Any], context: pathlib.Path) -> int:
-    body = {"config": yaml.safe_dump(config), "modelDefinition": read_context_dir(context), "activate": True}
+    body = {
+        "config": yaml.safe_dump(config),
+        "modelDefinition": read_context_dir(context),
+        "activate": True,
+    }
     return int(session.request("POST", "/api/v1/experiments", body=body)["experiment"]["id"])
 
 

@@ -27,8 +27,12 @@ def main() -> int:
     master, session = start_master(slots=2)
     context = pathlib.Path(tempfile.mkdtemp())
     (context / "hello.py").write_text("print('first line', flush=True)\n")
-    config = {"name": "first-log", "entrypoint": "python3 hello.py",
-              "searcher": {"name": "single", "metric": "x"}, "max_restarts": 0}
+    config = {
+        "name": "first-log",
+        "entrypoint": "python3 hello.py",
+        "searcher": {"name": "single", "metric": "x"},
+        "max_restarts": 0,
+    }
 
     latencies = []
     for _ in range(args.runs):
@@ -47,16 +51,22 @@ def main() -> int:
     baseline = []
     for _ in range(args.runs):
         start = time.perf_counter()
-        out = subprocess.run([sys.executable, str(context / "hello.py")], capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, str(context / "hello.py")], capture_output=True, text=True
+        )
         assert "first line" in out.stdout
         baseline.append(time.perf_counter() - start)
     master.stop()
     det_s = statistics.median(latencies)
     base_s = statistics.median(baseline)
-    print(f"create -> first log line: median {det_s * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms "
-          f"over {args.runs} experiments")
+    print(
+        f"create -> first log line: median {det_s * 1000:.0f} ms, max {max(latencies) * 1000:.0f} ms "
+        f"over {args.runs} experiments"
+    )
     print(f"baseline bare interpreter start + first line: median {base_s * 1000:.0f} ms")
-    print(f"ratio det/baseline: {det_s / base_s:.1f}x; target < 1.5 s: {'met' if det_s < 1.5 else 'MISSED'}")
+    print(
+        f"ratio det/baseline: {det_s / base_s:.1f}x; target < 1.5 s: {'met' if det_s < 1.5 else 'MISSED'}"
+    )
     return 0
 
 

@@ -24,7 +24,9 @@ from _master import create_experiment, start_master, wait_for
 from determined.client import MasterClient, Session, metrics_body
 
 
-def run_load(url: str, token: str, trials: list[tuple[int, int]], seconds: float, batch: int) -> tuple[int, list[float]]:
+def run_load(
+    url: str, token: str, trials: list[tuple[int, int]], seconds: float, batch: int
+) -> tuple[int, list[float]]:
     rows = [0] * len(trials)
     latencies: list[list[float]] = [[] for _ in trials]
     stop = time.monotonic() + seconds
@@ -38,10 +40,16 @@ def run_load(url: str, token: str, trials: list[tuple[int, int]], seconds: float
                 reports = []
                 for _ in range(batch):
                     step += 1
-                    reports.append(metrics_body(trial_id, run_id, "training", {"loss": 1.0 / step, "lr": 0.1}, step))
+                    reports.append(
+                        metrics_body(
+                            trial_id, run_id, "training", {"loss": 1.0 / step, "lr": 0.1}, step
+                        )
+                    )
                 start = time.perf_counter()
                 if batch == 1:
-                    client.session.request("POST", f"/api/v1/trials/{trial_id}/metrics", body=reports[0])
+                    client.session.request(
+                        "POST", f"/api/v1/trials/{trial_id}/metrics", body=reports[0]
+                    )
                 else:
                     client.report_trial_metrics_batch(trial_id, reports)
                 latencies[index].append(time.perf_counter() - start)
@@ -74,8 +82,12 @@ def main() -> int:
     config = {
         "name": "ingest-bench",
         "entrypoint": "python3 wait.py",
-        "searcher": {"name": "random", "metric": "loss", "max_trials": args.trials,
-                     "max_concurrent_trials": args.trials},
+        "searcher": {
+            "name": "random",
+            "metric": "loss",
+            "max_trials": args.trials,
+            "max_concurrent_trials": args.trials,
+        },
         "hyperparameters": {"x": {"type": "double", "minval": 0, "maxval": 1}},
         "resources": {"slots_per_trial": 0},
         "max_restarts": 0,
@@ -83,13 +95,20 @@ def main() -> int:
     exp = create_experiment(session, config, context)
 
     def running() -> list[tuple[int, int]] | None:
-        trials = session.request("GET", f"/api/v1/experiments/{exp}/trials", params={"limit": 500})["trials"]
-        ready = [(int(t["id"]), int(t["trialRunId"])) for t in trials
-                 if t["state"] in ("STATE_ACTIVE", "STATE_RUNNING")]
+        trials = session.request("GET", f"/api/v1/experiments/{exp}/trials", params={"limit": 500})[
+            "trials"
+        ]
+        ready = [
+            (int(t["id"]), int(t["trialRunId"]))
+            for t in trials
+            if t["state"] in ("STATE_ACTIVE", "STATE_RUNNING")
+        ]
         return ready if len(ready) == args.trials else None
 
     trials = wait_for(running, timeout=300, interval=0.2)
-    batched, batch_latencies = run_load(master.url, session.token or "", trials, args.seconds, args.batch)
+    batched, batch_latencies = run_load(
+        master.url, session.token or "", trials, args.seconds, args.batch
+    )
     single, single_latencies = run_load(master.url, session.token or "", trials, args.seconds, 1)
     session.request("POST", f"/api/v1/experiments/{exp}/kill")
     master.stop()
@@ -98,13 +117,19 @@ def main() -> int:
         return sorted(values)[int(q * (len(values) - 1))] * 1000
 
     print(f"{args.trials} reporting trials, {args.seconds:.0f} s each mode, SQLite")
-    print(f"det shipper batches of {args.batch}: {batched:,} rows/s; request latency "
-          f"p50 {pct(batch_latencies, .5):.1f} ms, p99 {pct(batch_latencies, .99):.1f} ms")
-    print(f"baseline one report per request: {single:,} rows/s; request latency "
-          f"p50 {pct(single_latencies, .5):.1f} ms, p99 {pct(single_latencies, .99):.1f} ms "
-          f"(median {statistics.median(single_latencies) * 1000:.1f} ms)")
-    print(f"ratio batched/single: {batched / max(single, 1):.1f}x; target >= 50,000 rows/s: "
-          f"{'met' if batched >= 50_000 else 'MISSED'}")
+    print(
+        f"det shipper batches of {args.batch}: {batched:,} rows/s; request latency "
+        f"p50 {pct(batch_latencies, 0.5):.1f} ms, p99 {pct(batch_latencies, 0.99):.1f} ms"
+    )
+    print(
+        f"baseline one report per request: {single:,} rows/s; request latency "
+        f"p50 {pct(single_latencies, 0.5):.1f} ms, p99 {pct(single_latencies, 0.99):.1f} ms "
+        f"(median {statistics.median(single_latencies) * 1000:.1f} ms)"
+    )
+    print(
+        f"ratio batched/single: {batched / max(single, 1):.1f}x; target >= 50,000 rows/s: "
+        f"{'met' if batched >= 50_000 else 'MISSED'}"
+    )
     return 0
 
 

@@ -16,8 +16,8 @@ import time
 from _fake_master import FakeMaster
 
 from determined.client import MasterClient, Session
-from determined.core._train import TrainContext
 from determined.core._tensorboard import TensorboardMode
+from determined.core._train import TrainContext
 
 CALLS = 20_000
 SYNC_CALLS = 1_000
@@ -26,8 +26,14 @@ SYNC_CALLS = 1_000
 def main() -> int:
     master = FakeMaster()
     client = MasterClient(Session(master.url, "token", allocation_token=True))
-    train = TrainContext(client, trial_id=1, run_id=1, exp_id=1, tensorboard_mode=TensorboardMode.MANUAL,
-                         tensorboard_path=__import__("pathlib").Path("/tmp/unused"))
+    train = TrainContext(
+        client,
+        trial_id=1,
+        run_id=1,
+        exp_id=1,
+        tensorboard_mode=TensorboardMode.MANUAL,
+        tensorboard_path=__import__("pathlib").Path("/tmp/unused"),
+    )
     train._start()
     metrics = {"loss": 0.25, "accuracy": 0.9, "lr": 1e-3}
     timer = time.perf_counter_ns
@@ -49,11 +55,17 @@ def main() -> int:
     sync_us = statistics.median(sync) / 1000
     master.close()
 
-    print(f"report_training_metrics (async shipper): median {async_us:.2f} us, p99 {p99_async:.2f} us "
-          f"over {CALLS} calls; {master.requests - SYNC_CALLS} HTTP requests carried {CALLS} reports")
-    print(f"baseline synchronous POST per report:    median {sync_us:.1f} us over {SYNC_CALLS} calls")
-    print(f"ratio baseline/det: {sync_us / async_us:.0f}x; target <= 20 us: "
-          f"{'met' if async_us <= 20 else 'MISSED'}")
+    print(
+        f"report_training_metrics (async shipper): median {async_us:.2f} us, p99 {p99_async:.2f} us "
+        f"over {CALLS} calls; {master.requests - SYNC_CALLS} HTTP requests carried {CALLS} reports"
+    )
+    print(
+        f"baseline synchronous POST per report:    median {sync_us:.1f} us over {SYNC_CALLS} calls"
+    )
+    print(
+        f"ratio baseline/det: {sync_us / async_us:.0f}x; target <= 20 us: "
+        f"{'met' if async_us <= 20 else 'MISSED'}"
+    )
     return 0
 
 

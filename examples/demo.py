@@ -48,8 +48,17 @@ def ensure_master() -> str:
         pass
     DATA_DIR.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [str(BIN / "det-master"), "up", "--daemon", "--data-dir", str(DATA_DIR), "--port", str(port),
-         "--slots", "2"],
+        [
+            str(BIN / "det-master"),
+            "up",
+            "--daemon",
+            "--data-dir",
+            str(DATA_DIR),
+            "--port",
+            str(port),
+            "--slots",
+            "2",
+        ],
         check=True,
     )
     (DATA_DIR / "demo-url").write_text(url)
@@ -59,9 +68,15 @@ def ensure_master() -> str:
 def main() -> int:
     url = ensure_master()
     anonymous = Session(url)
-    token = anonymous.request("POST", "/api/v1/auth/login", body={"username": "determined", "password": ""})["token"]
+    token = anonymous.request(
+        "POST", "/api/v1/auth/login", body={"username": "determined", "password": ""}
+    )["token"]
     session = Session(url, token)
-    body = {"config": CONFIG.read_text(), "modelDefinition": read_context_dir(CONTEXT), "activate": True}
+    body = {
+        "config": CONFIG.read_text(),
+        "modelDefinition": read_context_dir(CONTEXT),
+        "activate": True,
+    }
     try:
         experiment = session.request("POST", "/api/v1/experiments", body=body)["experiment"]
     except APIError as exc:
@@ -69,8 +84,10 @@ def main() -> int:
         return 1
     exp_id = experiment["id"]
     searcher = yaml.safe_load(CONFIG.read_text())["searcher"]
-    print(f"Created experiment {exp_id}: {searcher['name']} search over {searcher['max_trials']} trials "
-          f"of examples/core_api/3_hpsearch.py")
+    print(
+        f"Created experiment {exp_id}: {searcher['name']} search over {searcher['max_trials']} trials "
+        f"of examples/core_api/3_hpsearch.py"
+    )
 
     last = ""
     while True:
@@ -80,8 +97,10 @@ def main() -> int:
         for trial in trials:
             name = trial["state"].removeprefix("STATE_").lower()
             states[name] = states.get(name, 0) + 1
-        line = (f"  {exp['state'].removeprefix('STATE_').lower():<10} progress {100 * (exp.get('progress') or 0):5.1f}%  "
-                + ", ".join(f"{n} {s}" for s, n in sorted(states.items())))
+        line = (
+            f"  {exp['state'].removeprefix('STATE_').lower():<10} progress {100 * (exp.get('progress') or 0):5.1f}%  "
+            + ", ".join(f"{n} {s}" for s, n in sorted(states.items()))
+        )
         if line != last:
             print(line, flush=True)
             last = line
@@ -93,16 +112,25 @@ def main() -> int:
     print(f"{'trial':>5}  {'lr':>8}  {'batches':>7}  {'validation_loss':>15}  state")
     for trial in sorted(trials, key=lambda t: t["id"]):
         metric = trial.get("searcherMetricValue")
-        print(f"{trial['id']:>5}  {trial['hparams']['lr']:>8.4f}  {trial['totalBatchesProcessed']:>7}  "
-              f"{metric if metric is None else f'{metric:.6f}':>15}  {trial['state'].removeprefix('STATE_').lower()}")
-    best = min((t for t in trials if t.get("searcherMetricValue") is not None),
-               key=lambda t: t["searcherMetricValue"], default=None)
+        print(
+            f"{trial['id']:>5}  {trial['hparams']['lr']:>8.4f}  {trial['totalBatchesProcessed']:>7}  "
+            f"{metric if metric is None else f'{metric:.6f}':>15}  {trial['state'].removeprefix('STATE_').lower()}"
+        )
+    best = min(
+        (t for t in trials if t.get("searcherMetricValue") is not None),
+        key=lambda t: t["searcherMetricValue"],
+        default=None,
+    )
     print()
     if best is not None:
-        print(f"Best trial: {best['id']} (lr={best['hparams']['lr']:.4f}), validation_loss "
-              f"{best['searcherMetricValue']:.6f}")
+        print(
+            f"Best trial: {best['id']} (lr={best['hparams']['lr']:.4f}), validation_loss "
+            f"{best['searcherMetricValue']:.6f}"
+        )
     print("Where to look:")
-    print(f"  master API      {url}/api/v1/experiments/{exp_id}  (log in as 'determined', empty password)")
+    print(
+        f"  master API      {url}/api/v1/experiments/{exp_id}  (log in as 'determined', empty password)"
+    )
     print(f"  OpenAPI docs    {url}/docs")
     print(f"  trial logs      {url}/api/v1/trials/<id>/logs")
     print(f"  data directory  {DATA_DIR}  (SQLite database, trial work dirs, master log)")

@@ -16,6 +16,7 @@ import determined as det
 
 def main(core_context: det.core.Context, steps: int = 50) -> None:
     dist = core_context.distributed
+    logging.info("rank %d of %d (local rank %d) ready", dist.rank, dist.size, dist.local_rank)
     model = LinearModel(seed=dist.rank)
     for step in range(1, steps + 1):
         loss = model.train_batch()

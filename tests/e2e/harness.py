@@ -71,7 +71,9 @@ class MasterAPI:
             time.sleep(delay)
             delay = min(delay * 1.5, 0.25)
 
-    def wait_experiment(self, experiment_id: int, states: set[str] | None = None, timeout: float = 120) -> str:
+    def wait_experiment(
+        self, experiment_id: int, states: set[str] | None = None, timeout: float = 120
+    ) -> str:
         states = states or TERMINAL
 
         def state() -> str | None:
@@ -111,5 +113,3 @@ class MasterAPI:
             out.append(f"trial {trial['id']}: {trial['state']} restarts={trial.get('restarts')}")
             out.extend("  " + line.rstrip() for line in self.logs(trial["id"])[-40:])
         return "\n".join(out)
-
-

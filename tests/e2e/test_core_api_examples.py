@@ -20,7 +20,10 @@ def _completed_trials(api: MasterAPI, experiment_id: int) -> list[dict]:
 def test_stage0_start(api: MasterAPI) -> None:
     exp = api.create_experiment(CORE_API / "0_start.yaml", CORE_API)
     (trial,) = _completed_trials(api, exp)
-    assert any("hello from the Core API, running on a det cluster" in line for line in api.logs(trial["id"]))
+    assert any(
+        "hello from the Core API, running on a det cluster" in line
+        for line in api.logs(trial["id"])
+    )
 
 
 def test_stage1_metrics(api: MasterAPI) -> None:

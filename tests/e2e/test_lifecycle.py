@@ -15,7 +15,12 @@ def _config(mode: str, max_restarts: int = 0) -> dict:
     return {
         "name": f"lifecycle-{mode}",
         "entrypoint": "python3 pausable.py",
-        "searcher": {"name": "single", "metric": "value", "smaller_is_better": False, "max_length": 100},
+        "searcher": {
+            "name": "single",
+            "metric": "value",
+            "smaller_is_better": False,
+            "max_length": 100,
+        },
         "max_restarts": max_restarts,
         "data": {"mode": mode},
     }

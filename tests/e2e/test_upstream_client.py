@@ -29,8 +29,18 @@ def _upstream_python() -> pathlib.Path:
         if not (VENV / ".complete").exists():
             subprocess.run([sys.executable, "-m", "venv", "--clear", str(VENV)], check=True)
             subprocess.run(
-                [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", UPSTREAM],
-                check=True, timeout=900, capture_output=True,
+                [
+                    str(python),
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--disable-pip-version-check",
+                    UPSTREAM,
+                ],
+                check=True,
+                timeout=900,
+                capture_output=True,
             )
             (VENV / ".complete").touch()
     return python
@@ -56,12 +66,18 @@ SCRIPT = textwrap.dedent(
 def test_upstream_sdk_logs_in_creates_and_lists(master_factory, tmp_path: pathlib.Path) -> None:
     python = _upstream_python()
     master = master_factory()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "DET_"))}
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "DET_"))
+    }
     env["HOME"] = str(tmp_path)  # upstream caches tokens under the user's config dir
     env["XDG_CONFIG_HOME"] = str(tmp_path / "config")
     result = subprocess.run(
         [str(python), "-c", SCRIPT, master.url, str(EXAMPLES / "core_api")],
-        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "created" in result.stdout and "listed" in result.stdout

@@ -88,6 +88,10 @@ for step in range(start + 1, steps + 1):
         report("validation", step, {"loss": loss(step), "batches": step})
     if hp.get("ckpt_every") and step % int(hp["ckpt_every"]) == 0 and step != steps:
         checkpoint(step)
+    if hp.get("hang_once") and step == 2 and not pathlib.Path(hp["hang_once"]).exists():
+        checkpoint(step)
+        pathlib.Path(hp["hang_once"]).write_text(str(os.getpid()))
+        time.sleep(120)
     if hp.get("crash_at") == step and RUN == 1:
         print("ERROR: crashing mid-run")
         sys.exit(1)
@@ -162,11 +166,18 @@ def postgres_url() -> str:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> str:
-    """A database URL: a SQLite file, or a fresh PostgreSQL database."""
+def db_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[str]:
+    """A database URL: a SQLite file, or a fresh PostgreSQL database (dropped afterwards)."""
     if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'det.sqlite'}"
-    return postgres_url()
+        yield f"sqlite:///{tmp_path / 'det.sqlite'}"
+        return
+    url = postgres_url()
+    yield url
+    name = url.rsplit("/", 1)[1]
+    subprocess.run(
+        ["su", "postgres", "-c", f"psql -tAc 'DROP DATABASE IF EXISTS {name} WITH (FORCE)'"],
+        capture_output=True,
+    )
 
 
 @pytest.fixture
@@ -315,7 +326,7 @@ def make_master(tmp_path: pathlib.Path) -> Iterator[Callable[..., Any]]:
 
 
 @pytest.fixture
-def master(make_master: Callable[..., Any], db_url: str) -> Any:
+def master(db_url: str, make_master: Callable[..., Any]) -> Any:
     """A running master on SQLite or PostgreSQL."""
     return make_master(db_url)
 

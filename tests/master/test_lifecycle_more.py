@@ -116,3 +116,27 @@ def test_extract_refuses_hostile_tarballs(tmp_path: Any, member: tuple[str, byte
     with pytest.raises(ContextError):
         extract(_tar([info]), tmp_path / "work")
     assert not (tmp_path / "evil").exists()
+
+
+def test_follow_logs_ends_when_trial_is_terminal(client: Any, config_of: Any, waiter: Any) -> None:
+    import threading
+
+    exp_id = client.create(config_of(hyperparameters={"steps": 4, "wait_preempt": 1}))
+    (trial,) = waiter(lambda: client.trials(exp_id), 30, "trial created")
+    waiter(
+        lambda: client.get(f"/api/v1/trials/{trial['id']}")["trial"]["checkpointCount"] == 1,
+        60,
+        "the trial to run",
+    )
+    got: list[dict[str, Any]] = []
+    follower = threading.Thread(
+        target=lambda: got.extend(
+            client.stream(f"/api/v1/trials/{trial['id']}/logs", follow="true")
+        )
+    )
+    follower.start()
+    client.post(f"/api/v1/experiments/{exp_id}/kill")
+    follower.join(30)
+    assert not follower.is_alive(), "the follow stream did not end with the trial"
+    text = "".join(e["log"] for e in got)
+    assert "starting at step 0" in text and f"Trial {trial['id']} is now CANCELED" in text

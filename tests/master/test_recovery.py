@@ -97,20 +97,21 @@ def _alive(pid: int) -> bool:
 def test_sigkill_recovery(
     master_process: Any, client_for: Any, config_of: Any, waiter: Any, tmp_path: Any
 ) -> None:
-    pid_dir = tmp_path / "pids"
-    pid_dir.mkdir()
+    marker = tmp_path / "hung"
     first = master_process()
     client = client_for(first.url)
-    exp_id = client.create(
-        config_of(hyperparameters={"steps": 4, "wait_preempt": 2, "pid_dir": str(pid_dir)})
+    config = config_of(
+        searcher={"name": "random", "metric": "loss", "max_trials": 2, "max_concurrent_trials": 1},
+        hyperparameters={
+            "steps": 4,
+            "hang_once": str(marker),
+            "x": {"type": "int", "minval": 0, "maxval": 1000},
+        },
     )
-    (trial,) = waiter(lambda: client.trials(exp_id), 30, "trial created")
-    waiter(
-        lambda: client.get(f"/api/v1/trials/{trial['id']}")["trial"]["checkpointCount"] == 1,
-        60,
-        "first checkpoint",
-    )
-    pid = int((pid_dir / f"{trial['id']}.1.pid").read_text())
+    exp_id = client.create(config)
+    waiter(marker.exists, 60, "the first trial to checkpoint and hang")
+    (trial,) = client.trials(exp_id)
+    pid = int(waiter(lambda: marker.read_text(), 5, "the pid"))
     assert _alive(pid)
     first.kill()
 
@@ -119,6 +120,9 @@ def test_sigkill_recovery(
     exp = client.wait_state(exp_id, "STATE_COMPLETED", timeout=60)
     assert exp["progress"] == 1.0
     assert not _alive(pid), "the orphaned trial process of the dead master was not reaped"
+    trials = client.trials(exp_id)
+    assert len(trials) == 2, "the restored searcher did not go on with the search"
+    assert all(t["state"] == "STATE_COMPLETED" for t in trials)
     t = client.get(f"/api/v1/trials/{trial['id']}")["trial"]
     assert t["restarts"] == 0
     assert t["trialRunId"] == 2

@@ -31,6 +31,10 @@ body = {"uuid": str(uuid.uuid4()), "taskId": info["task_id"], "allocationId": A,
 res["ckpt_no_steps"] = [requests.post(m + "/api/v1/checkpoints", json=body, headers=H).status_code]
 body["metadata"] = {"steps_completed": 5}
 res["ckpt_ok"] = requests.post(m + "/api/v1/checkpoints", json=body, headers=H).status_code
+res["ckpt_again"] = requests.post(m + "/api/v1/checkpoints", json=body, headers=H).status_code
+mb = lambda g, st, v: {"group": g, "metrics": {"trialId": T, "trialRunId": 1, "stepsCompleted": st, "metrics": {"avgMetrics": {"loss": v}}}}
+res["batch"] = requests.post(m + f"/api/v1/trials/{T}/metrics/batch", json={"reports": [mb("training", 1, 2.0), mb("training", 2, 1.0), mb("validation", 2, 0.5)]}, headers=H).status_code
+res["batch_bad"] = requests.post(m + f"/api/v1/trials/{T}/metrics/batch", json={"reports": [mb("a.b", 3, 1.0)]}, headers=H).status_code
 res["ckpt_meta"] = requests.post(m + f"/api/v1/checkpoints/{body['uuid']}/metadata", json={"checkpoint": {"uuid": body["uuid"], "metadata": {"steps_completed": 5, "x": 1}}}, headers=H).json()["checkpoint"]["metadata"]
 res["ckpt_patch"] = requests.patch(m + "/api/v1/checkpoints", json={"checkpoints": [{"uuid": body["uuid"], "resources": {"resources": {}}}]}, headers=H).status_code
 res["ckpt_state"] = requests.get(m + f"/api/v1/checkpoints/{body['uuid']}", headers=H).json()["checkpoint"]["state"]
@@ -38,6 +42,8 @@ res["logs"] = requests.post(m + "/api/v1/task/logs", json={"logs": [{"taskId": i
 res["legacy_logs"] = requests.post(m + "/task-logs", json=[{"task_id": info["task_id"], "timestamp": "2024-01-01T00:00:00Z", "rank": "0", "log": "legacy line"}], headers=H).status_code
 res["rendezvous"] = requests.get(m + f"/api/v1/allocations/{A}/resources/{A}/rendezvous", headers=H).json()
 res["all_gather"] = requests.post(m + f"/api/v1/allocations/{A}/all_gather", json={"requestUuid": "x", "numPeers": 1, "data": {"v": 1}}, headers=H).json()
+res["alert"] = requests.post(m + "/api/v1/webhooks/custom", json={"data": {"title": "hi", "description": "there", "level": "LOG_LEVEL_WARNING"}, "experimentId": info["trial_info"]["experiment_id"], "trialId": T}, headers=H).status_code
+res["daemon"] = requests.post(m + f"/api/v1/allocations/{A}/resources/{A}/daemon", headers=H).status_code
 res["poll0"] = requests.get(m + f"/api/v1/allocations/{A}/signals/preemption", params={"timeout_seconds": 0}, headers=H).json()
 (out / "ready").write_text("1")
 t0 = time.monotonic()
@@ -82,12 +88,14 @@ def test_trial_endpoints_and_fast_preemption(
     assert res["runs_start"][0] == 200 and isinstance(res["runs_start"][1]["storageId"], int)
     assert res["run_meta"] == {"metadata": {"a": {"b": 1, "c": 2}}}
     assert res["status"] == 200 and res["progress"] == 200 and res["best_404"] == 404
-    assert res["ckpt_no_steps"] == [400] and res["ckpt_ok"] == 200
+    assert res["ckpt_no_steps"] == [400] and res["ckpt_ok"] == 200 and res["ckpt_again"] == 200
+    assert res["batch"] == 200 and res["batch_bad"] == 400
     assert res["ckpt_meta"]["x"] == 1
     assert res["ckpt_patch"] == 200 and res["ckpt_state"] == "STATE_DELETED"
     assert res["logs"] == 200 and res["legacy_logs"] == 200
     assert res["rendezvous"]["rendezvousInfo"]["addresses"] == ["127.0.0.1"]
     assert res["all_gather"] == {"data": [{"v": 1}]}
+    assert res["alert"] == 200 and res["daemon"] == 200
     (trial,) = client.trials(exp_id)
     waiter(
         lambda: client.get(f"/api/v1/trials/{trial['id']}")["trial"]["state"] == "STATE_PAUSED",
@@ -96,11 +104,14 @@ def test_trial_endpoints_and_fast_preemption(
     )
     t = client.get(f"/api/v1/trials/{trial['id']}")["trial"]
     assert t["runnerState"] == "warming up"
+    assert t["totalBatchesProcessed"] == 2 and t["searcherMetricValue"] == 0.5
+    assert t["summaryMetrics"]["avg_metrics"]["loss"]["count"] == 2
     assert t["metadata"] == {"a": {"b": 1, "c": 2}}
     logs = client.stream(f"/api/v1/trials/{trial['id']}/logs")
     text = "".join(e["log"] for e in logs)
     assert "hook ran" in text and "shipped line" in text and "legacy line" in text
     assert "environment.image 'some/image:1' is ignored" in text
+    assert "alert: hi: there" in text
     warn = client.stream(f"/api/v1/trials/{trial['id']}/logs", levels="LOG_LEVEL_WARNING")
     assert any("shipped line" in e["log"] for e in warn)
     ranked = client.stream(f"/api/v1/trials/{trial['id']}/logs", rankIds=1)

@@ -26,7 +26,9 @@ def main(core_context: det.core.Context) -> None:
         step += 1
         value += 1.0
         if step % 10 == 0:
-            core_context.train.report_training_metrics(steps_completed=step, metrics={"value": value})
+            core_context.train.report_training_metrics(
+                steps_completed=step, metrics={"value": value}
+            )
         if step == 50 and not info.latest_checkpoint:
             with core_context.checkpoint.store_path({"steps_completed": step}) as (path, _):
                 (path / "state.json").write_text(json.dumps({"step": step, "value": value}))

@@ -382,3 +382,13 @@ def test_gpu_slots_set_cuda_visible_devices(events, make_request, make_spec, tmp
         assert len(assignment.gpu_uuids) == 1
     finally:
         rm.close()
+
+
+def test_startup_hook_exports_reach_the_trial(local_rm, events, make_request, make_spec, tmp_path):
+    # Upstream sources startup-hook.sh, so what it exports is in the trial's environment.
+    (tmp_path / "startup-hook.sh").write_text("export FROM_HOOK=hello-from-hook\n")
+    code = "import os; print(os.environ.get('FROM_HOOK', 'missing'))"
+    launch_spec = make_spec("1.h.1", python_code(code), tmp_path, startup_hook="startup-hook.sh")
+    run(local_rm, events, make_request, launch_spec)
+    assert events.wait_exited("1.h.1") == (0, None)
+    assert events.messages("1.h.1") == ["hello-from-hook"]

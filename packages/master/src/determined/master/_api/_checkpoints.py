@@ -72,24 +72,26 @@ def report_checkpoint(
 
             alloc = session.get(Allocation, p.allocation_id)
             run = session.get(Run, alloc.trial_id) if alloc and alloc.trial_id else None
-        if session.scalar(select(Checkpoint).where(Checkpoint.uuid == uuid)) is not None:
-            raise APIError(409, f"checkpoint {uuid} was already reported")
-        session.add(
-            Checkpoint(
-                uuid=uuid,
-                task_id=task_id or (run.task_id if run else ""),
-                allocation_id=allocation_id,
-                report_time=parse_ts(get(ckpt, "report_time")) or utcnow(),
-                state=state,
-                resources=resources,
-                metadata_=metadata,
-                size=sum(resources.values()),
-                trial_id=run.id if run else None,
-                experiment_id=run.experiment_id if run else None,
-                storage_id=int_param(get(ckpt, "storage_id"), "storageId"),
-                steps_completed=int(float(steps)),
-            )
-        )
+        values = {
+            "task_id": task_id or (run.task_id if run else ""),
+            "allocation_id": allocation_id,
+            "report_time": parse_ts(get(ckpt, "report_time")) or utcnow(),
+            "state": state,
+            "resources": resources,
+            "metadata_": metadata,
+            "size": sum(resources.values()),
+            "trial_id": run.id if run else None,
+            "experiment_id": run.experiment_id if run else None,
+            "storage_id": int_param(get(ckpt, "storage_id"), "storageId"),
+            "steps_completed": int(float(steps)),
+        }
+        existing = session.scalar(select(Checkpoint).where(Checkpoint.uuid == uuid))
+        if existing is None:
+            session.add(Checkpoint(uuid=uuid, **values))
+        else:
+            # A retried report (clients retry it as idempotent) updates the same row.
+            for key, value in values.items():
+                setattr(existing, key, value)
     return {}
 
 

@@ -102,9 +102,17 @@ def create_experiment(
         raise APIError(400, f"searcher: {e}") from None
     parent_id = int_param(get(body, "parent_id"), "parentId")
     project_id = int_param(get(body, "project_id"), "projectId", 1) or 1
-    warnings = list(validated.warnings)
+    # Upstream's `warnings` holds only LaunchWarning enum values (its client rejects anything else);
+    # config deprecations travel in det's own `configWarnings`.
+    warnings: list[str] = []
+    config_warnings = list(validated.warnings)
     if get(body, "validate_only"):
-        return {"experiment": None, "config": config, "warnings": warnings}
+        return {
+            "experiment": None,
+            "config": config,
+            "warnings": warnings,
+            "configWarnings": config_warnings,
+        }
     activate = bool_param(get(body, "activate"), False)
     manager = master.manager
     with manager.txn() as session:
@@ -128,6 +136,7 @@ def create_experiment(
             "experiment": _serialize.experiment(session, exp, full=True),
             "config": exp.config,
             "warnings": warnings,
+            "configWarnings": config_warnings,
         }
 
 

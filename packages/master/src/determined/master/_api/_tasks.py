@@ -371,3 +371,46 @@ def task_logs(
             return current is None or current.state in TERMINAL_STATES
 
     return _logs_response(request, [task_id], None, done)
+
+
+@router.post("/api/v1/allocations/{allocation_id}/resources/{resources_id}/daemon")
+def mark_daemon(
+    request: Request, allocation_id: str, resources_id: str, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """A non-chief launcher process: its exit alone does not end the allocation (one process
+    per allocation locally, so nothing to record)."""
+    _alloc_or_404(request, allocation_id)
+    return {}
+
+
+@router.post("/api/v1/webhooks/custom")
+def custom_webhook(
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """``core.alert()``: no webhooks are configured locally, so the alert goes to the trial's logs."""
+    raw = body.get("data")
+    data: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    trial_id = int_param(get(body, "trial_id"), "trialId")
+    level = str(data.get("level") or "LOG_LEVEL_INFO")
+    text = f"alert: {data.get('title', '')}: {data.get('description', '')}"
+    if trial_id is not None:
+        master = master_of(request)
+        with master.db.write() as session:
+            run = session.get(Run, trial_id)
+            if run is None:
+                raise APIError(404, f"trial {trial_id} not found")
+            master.manager.master_log(session, run.task_id, text, level)
+    return {}
+
+
+@router.post("/api/v1/trial-source-info")
+def trial_source_info(
+    body: dict[str, Any] = Depends(json_body), p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Accepted for compatibility (inference/fine-tuning lineage is not tracked yet)."""
+    info = get(body, "trial_source_info")
+    if not isinstance(info, dict):
+        raise APIError(400, "trialSourceInfo: required")
+    return {"trialId": get(info, "trial_id"), "checkpointUuid": get(info, "checkpoint_uuid")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -66,27 +67,33 @@ def get_trial(
         return {"trial": _serialize.trial(session, _get_run(session, trial_id))}
 
 
+def _validation_completed(request_id: str, metrics: dict[str, Any], searcher: Any) -> Any:
+    return searcher.validation_completed(request_id, metrics)
+
+
 def _report(request: Request, trial_id: int, group: str, report: Any) -> dict[str, Any]:
-    if not isinstance(report, dict):
-        raise APIError(400, "metrics: must be an object")
-    _metrics.check_group(group)
+    return _report_many(request, trial_id, [(group, report)])
+
+
+def _report_many(request: Request, trial_id: int, reports: list[tuple[str, Any]]) -> dict[str, Any]:
+    """Store reports in one transaction; validation metrics reach the searcher in order."""
+    for index, (group, report) in enumerate(reports):
+        if not isinstance(report, dict):
+            raise APIError(400, f"reports[{index}].metrics: must be an object")
+        _metrics.check_group(group)
     manager = master_of(request).manager
     with manager.txn() as session:
         run, exp = _run_and_exp(session, trial_id)
         searcher_cfg = exp.config.get("searcher") or {}
         metric_name = searcher_cfg.get("metric")
-        row = _metrics.ingest(
-            session,
-            run,
-            group,
-            report,
-            metric_name,
-            bool(searcher_cfg.get("smaller_is_better", True)),
-        )
-        if group == "validation" and exp.id not in manager.continued:
-            avg = row.metrics.get("avg_metrics") or {}
-            rid = run.request_id
-            manager.searcher_event(session, exp, lambda s: s.validation_completed(rid, avg))
+        smaller = bool(searcher_cfg.get("smaller_is_better", True))
+        for group, report in reports:
+            row = _metrics.ingest(session, run, group, report, metric_name, smaller)
+            if group == "validation" and exp.id not in manager.continued:
+                avg = row.metrics.get("avg_metrics") or {}
+                manager.searcher_event(
+                    session, exp, functools.partial(_validation_completed, run.request_id, avg)
+                )
     return {}
 
 
@@ -100,6 +107,22 @@ def report_metrics(
     """Store one metrics report: ``{group, metrics: {trialRunId, stepsCompleted, metrics}}``."""
     group = get(body, "group") or "training"
     return _report(request, trial_id, group, get(body, "metrics"))
+
+
+@router.post("/api/v1/trials/{trial_id}/metrics/batch")
+def report_metrics_batch(
+    request: Request,
+    trial_id: int,
+    body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """det's batch form: ``{reports: [{group, metrics}, ...]}`` stored in one transaction."""
+    reports = body.get("reports")
+    if not isinstance(reports, list) or not all(isinstance(r, dict) for r in reports):
+        raise APIError(400, "reports: must be a list of {group, metrics} objects")
+    return _report_many(
+        request, trial_id, [(get(r, "group") or "training", get(r, "metrics")) for r in reports]
+    )
 
 
 @router.post("/api/v1/trials/{trial_id}/training_metrics")

@@ -118,12 +118,13 @@ def exited(manager: Manager, allocation_id: str, exit_code: int | None, error: s
     with manager.txn() as session:
         alloc = manager.allocs.get(allocation_id)
         if alloc is None or alloc.exited:
+            manager.effect(lambda: manager.rm.release(allocation_id))
             return
         alloc.exited = True
         if alloc.timer is not None:
             alloc.timer.cancel()
         manager.effect(lambda: manager.rm.release(allocation_id))
-        manager.effect(lambda: manager._wake(allocation_id))
+        manager.effect(lambda: manager.wake(allocation_id))
         row = session.get(Allocation, allocation_id)
         if row is not None:
             row.state = "TERMINATED"
@@ -151,10 +152,8 @@ def exited(manager: Manager, allocation_id: str, exit_code: int | None, error: s
             "LOG_LEVEL_ERROR" if failed and not alloc.kill_requested else "LOG_LEVEL_INFO",
             allocation_id,
         )
-        manager.trial_exited(session, exp, run, alloc, failed)
-        if manager.trial_alloc.get(run.id) == allocation_id and alloc.exited:
-            pass
         manager.allocs.pop(allocation_id, None)
+        manager.trial_exited(session, exp, run, alloc, failed)
 
 
 def explicit_image(original: str) -> str | None:

@@ -442,7 +442,7 @@ class Manager:
         row = session.get(Allocation, alloc.allocation_id)
         if row is not None:
             row.preemption_requested = True
-        self.effect(lambda: self._wake(alloc.allocation_id))
+        self.effect(lambda: self.wake(alloc.allocation_id))
         aid = alloc.allocation_id
 
         def on_timeout() -> None:
@@ -466,6 +466,7 @@ class Manager:
         """Forget an allocation that never launched (withdraw it from the RM queue)."""
         alloc.cancelled = True
         alloc.exited = True
+        self.allocs.pop(alloc.allocation_id, None)
         row = session.get(Allocation, alloc.allocation_id)
         if row is not None:
             row.state = "TERMINATED"
@@ -705,7 +706,7 @@ class Manager:
 
     # preemption long-poll ------------------------------------------------------------------
 
-    def _wake(self, allocation_id: str) -> None:
+    def wake(self, allocation_id: str) -> None:
         loop = self.loop
         waiters = list(self._waiters.get(allocation_id, ()))
         if loop is None:

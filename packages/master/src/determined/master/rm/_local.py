@@ -292,7 +292,10 @@ class LocalResourceManager(ResourceManager):
                 env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # the order nvidia-smi uses
             argv = list(spec.argv)
             if spec.startup_hook:
-                script = f"bash {shlex.quote(spec.startup_hook)} && exec {shlex.join(argv)}"
+                # Sourced, as upstream does, so variables the hook exports reach the trial.
+                # ("./" keeps `.` from searching PATH for a bare file name.)
+                hook = spec.startup_hook if "/" in spec.startup_hook else f"./{spec.startup_hook}"
+                script = f". {shlex.quote(hook)} && exec {shlex.join(argv)}"
                 argv = ["bash", "-c", script]
             error: str | None = None
             try:

@@ -46,7 +46,14 @@ class Searcher:
 
     def __init__(self, config: Mapping[str, Any], method: SearchMethod | None = None) -> None:
         self.config = config
-        self.method = method if method is not None else _hooks.search_method(dict(config))
+        if method is None:
+            # The built-ins come by entry point too; registering them here keeps them available when
+            # entry-point autoload is off (DET_DISABLE_PLUGIN_AUTOLOAD).
+            from determined.master.searchers import _plugin
+
+            _hooks.register(_plugin, name="searchers")
+            method = _hooks.search_method(dict(config))
+        self.method = method
         self.rng = RandomState(_experiment_seed(config))
         hyperparameters = config.get("hyperparameters") or {}
         if not isinstance(hyperparameters, Mapping):
