@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pathlib
+import socket
+import subprocess
+import sys
 import tempfile
 import time
 from typing import Any
@@ -23,6 +26,37 @@ def start_master(**settings: Any) -> tuple[Master, Session]:
         "POST", "/api/v1/auth/login", body={"username": "determined", "password": ""}
     )["token"]
     return master, Session(master.url, token)
+
+
+def _login(url: str) -> Session:
+    token = Session(url).request(
+        "POST", "/api/v1/auth/login", body={"username": "determined", "password": ""}
+    )["token"]
+    return Session(url, token)
+
+
+def start_master_process(*flags: str) -> tuple[subprocess.Popen[bytes], Session]:
+    """``det-master up`` in its own process (so load generators don't share its GIL)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    data_dir = tempfile.mkdtemp(prefix="det-bench-")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "determined.master", "up", "--port", str(port), "--data-dir", data_dir, *flags],
+        stdout=subprocess.DEVNULL,
+        stderr=open(pathlib.Path(data_dir) / "master.log", "wb"),  # noqa: SIM115
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def up() -> Session | None:
+        try:
+            return _login(url)
+        except Exception:
+            if proc.poll() is not None:
+                raise RuntimeError(f"det-master exited; see {data_dir}/master.log") from None
+            return None
+
+    return proc, wait_for(up, timeout=60, interval=0.05)
 
 
 def create_experiment(session: Session, config: dict[str, Any], context: pathlib.Path) -> int:

@@ -39,7 +39,7 @@ def main() -> int:
         start = time.perf_counter()
         exp = create_experiment(session, config, context)
 
-        def first_line() -> bool:
+        def first_line(exp: int = exp) -> bool:
             trials = session.request("GET", f"/api/v1/experiments/{exp}/trials")["trials"]
             if not trials:
                 return False

@@ -1,6 +1,6 @@
 """Metric rows ingested per second by a det master with 100 concurrently reporting trials (SQLite).
 
-100 trials run (an experiment of 100 zero-slot trials whose processes just wait), and 100 reporter
+The master runs as its own process (`det-master up`). 100 trials run (an experiment of 100 zero-slot trials whose processes just wait), and 100 reporter
 threads play their metrics shippers: each sends batches of reports to its own trial, as
 ``core_context.train.report_training_metrics`` does from its background thread. Reported: rows/s with
 batches (det's shipper) and, as the baseline in the same run, rows/s with one report per request (what
@@ -19,7 +19,7 @@ import tempfile
 import threading
 import time
 
-from _master import create_experiment, start_master, wait_for
+from _master import create_experiment, start_master_process, wait_for
 
 from determined.client import MasterClient, Session, metrics_body
 
@@ -76,7 +76,7 @@ def main() -> int:
     parser.add_argument("--batch", type=int, default=100)
     args = parser.parse_args()
 
-    master, session = start_master(slots=1)
+    master, session = start_master_process("--slots", "1")
     context = pathlib.Path(tempfile.mkdtemp())
     (context / "wait.py").write_text("import time\ntime.sleep(3600)\n")
     config = {
@@ -106,12 +106,14 @@ def main() -> int:
         return ready if len(ready) == args.trials else None
 
     trials = wait_for(running, timeout=300, interval=0.2)
+    url = session.master_url
     batched, batch_latencies = run_load(
-        master.url, session.token or "", trials, args.seconds, args.batch
+        url, session.token or "", trials, args.seconds, args.batch
     )
-    single, single_latencies = run_load(master.url, session.token or "", trials, args.seconds, 1)
+    single, single_latencies = run_load(url, session.token or "", trials, args.seconds, 1)
     session.request("POST", f"/api/v1/experiments/{exp}/kill")
-    master.stop()
+    master.terminate()
+    master.wait(timeout=60)
 
     def pct(values: list[float], q: float) -> float:
         return sorted(values)[int(q * (len(values) - 1))] * 1000

@@ -48,7 +48,11 @@ def _sanitize(value: Any) -> Any:
 
 
 def encode_json(body: Any) -> bytes:
-    return json.dumps(_sanitize(body), allow_nan=False).encode()
+    """JSON bytes of ``body``; the sanitizing walk runs only when plain encoding fails (NaN, numpy)."""
+    try:
+        return json.dumps(body, allow_nan=False).encode()
+    except (TypeError, ValueError):
+        return json.dumps(_sanitize(body), allow_nan=False).encode()
 
 
 class Session:

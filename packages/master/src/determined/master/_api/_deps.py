@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from fastapi import Request
-from sqlalchemy import select
+from sqlalchemy import event, select
 
 from determined.master import _auth
 from determined.master._wire import APIError, as_utc
@@ -55,6 +57,59 @@ async def json_any(request: Request) -> Any:
         raise APIError(400, f"malformed JSON body: {e}") from None
 
 
+class AuthCache:
+    """Resolved tokens, kept for a few seconds so a busy trial does not pay a lookup per request.
+
+    Any flush that writes a User, UserSession or Allocation row (logout, password or admin changes,
+    an allocation ending) empties the cache, so revocations take effect at once.
+    """
+
+    TTL_SECONDS = 5.0
+    _WATCHED = (User, UserSession, Allocation)
+
+    def __init__(self, master: Master) -> None:
+        self._entries: dict[str, tuple[float, Principal]] = {}
+        self._lock = threading.Lock()
+        event.listen(master.db._sessions, "after_flush", self._after_flush)
+
+    def get(self, digest: str) -> Principal | None:
+        entry = self._entries.get(digest)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, digest: str, principal: Principal, expiry: Any) -> None:
+        until = time.monotonic() + self.TTL_SECONDS
+        if expiry is not None:
+            until = min(until, time.monotonic() + (expiry - utcnow()).total_seconds())
+        with self._lock:
+            self._entries[digest] = (until, principal)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def _after_flush(self, session: Any, _context: Any) -> None:
+        for obj in (*session.new, *session.dirty, *session.deleted):
+            if isinstance(obj, self._WATCHED):
+                self.clear()
+                return
+
+
+def _auth_cache(master: Master) -> AuthCache:
+    cache = getattr(master, "_auth_cache", None)
+    if cache is None:
+        with _CACHE_LOCK:
+            cache = getattr(master, "_auth_cache", None)
+            if cache is None:
+                cache = AuthCache(master)
+                master._auth_cache = cache  # type: ignore[attr-defined]
+    return cache
+
+
+_CACHE_LOCK = threading.Lock()
+
+
 def _bearer(value: str | None) -> str | None:
     if not value:
         return None
@@ -76,6 +131,11 @@ def authenticate(request: Request) -> Principal:
     candidates = [t for t in (alloc_token, user_token) if t]
     if not candidates:
         raise APIError(401, "authentication required: send 'Authorization: Bearer <token>'")
+    cache = _auth_cache(master)
+    for token in candidates:
+        cached = cache.get(_auth.token_hash(token))
+        if cached is not None:
+            return cached
     with master.db.read() as session:
         for token in candidates:
             digest = _auth.token_hash(token)
@@ -86,7 +146,9 @@ def authenticate(request: Request) -> Principal:
                     user = session.get(User, sess.user_id)
                     if user is not None and user.active:
                         session.expunge(user)
-                        return Principal(user, None, sess.id)
+                        principal = Principal(user, None, sess.id)
+                        cache.put(digest, principal, expiry)
+                        return principal
             alloc = session.scalar(
                 select(Allocation).where(
                     Allocation.token_hash == digest, Allocation.end_time.is_(None)
@@ -100,7 +162,9 @@ def authenticate(request: Request) -> Principal:
                 user = session.get(User, exp.owner_id) if exp else None
                 if user is not None:
                     session.expunge(user)
-                    return Principal(user, alloc.allocation_id, None)
+                    principal = Principal(user, alloc.allocation_id, None)
+                    cache.put(digest, principal, None)
+                    return principal
     raise APIError(401, "invalid or expired token; log in again")
 
 

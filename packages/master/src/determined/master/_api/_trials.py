@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterator
 from typing import Any
@@ -67,33 +66,17 @@ def get_trial(
         return {"trial": _serialize.trial(session, _get_run(session, trial_id))}
 
 
-def _validation_completed(request_id: str, metrics: dict[str, Any], searcher: Any) -> Any:
-    return searcher.validation_completed(request_id, metrics)
-
-
 def _report(request: Request, trial_id: int, group: str, report: Any) -> dict[str, Any]:
     return _report_many(request, trial_id, [(group, report)])
 
 
 def _report_many(request: Request, trial_id: int, reports: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Store reports in one transaction; validation metrics reach the searcher in order."""
+    """Store reports (committed before we answer); validation metrics reach the searcher in order."""
     for index, (group, report) in enumerate(reports):
         if not isinstance(report, dict):
             raise APIError(400, f"reports[{index}].metrics: must be an object")
         _metrics.check_group(group)
-    manager = master_of(request).manager
-    with manager.txn() as session:
-        run, exp = _run_and_exp(session, trial_id)
-        searcher_cfg = exp.config.get("searcher") or {}
-        metric_name = searcher_cfg.get("metric")
-        smaller = bool(searcher_cfg.get("smaller_is_better", True))
-        for group, report in reports:
-            row = _metrics.ingest(session, run, group, report, metric_name, smaller)
-            if group == "validation" and exp.id not in manager.continued:
-                avg = row.metrics.get("avg_metrics") or {}
-                manager.searcher_event(
-                    session, exp, functools.partial(_validation_completed, run.request_id, avg)
-                )
+    master_of(request).manager.metrics_writer.write(trial_id, reports)
     return {}
 
 

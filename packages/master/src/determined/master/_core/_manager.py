@@ -26,6 +26,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from determined.master import _auth, _wire
+from determined.master._core._metrics_writer import MetricsWriter
 from determined.master._wire import STOP_TO_TERMINAL
 from determined.master.db import (
     Allocation,
@@ -94,6 +95,9 @@ class Manager:
         self._closing = False
         self.continued: set[int] = set()
         """Experiments re-run by ``continue``: their trials no longer report to a searcher."""
+        self.metrics_groups_seen: dict[tuple[int, int], set[str]] = {}
+        """Per (trial id, run id), the metric groups whose rollback check already ran."""
+        self._metrics_writer: MetricsWriter | None = None
 
     # ----------------------------------------------------------------------------------------
     # plumbing
@@ -128,7 +132,18 @@ class Manager:
         )
         self._dispatcher.start()
 
+    @property
+    def metrics_writer(self) -> MetricsWriter:
+        """The group-commit writer of metric reports (started on first use)."""
+        if self._metrics_writer is None:
+            with self.lock:
+                if self._metrics_writer is None:
+                    self._metrics_writer = MetricsWriter(self)
+        return self._metrics_writer
+
     def stop(self) -> None:
+        if self._metrics_writer is not None:
+            self._metrics_writer.close()
         self._closing = True
         self._events.put(None)
         if self._dispatcher is not None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import datetime
+import json
 import math
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 
 from determined.master import _wire
@@ -20,114 +22,242 @@ def check_group(group: str) -> str:
     return group
 
 
-def _summarize(summary: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+def _summarize(summary: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """``summary`` (per metric: type, count, last, and for numbers sum/min/max/mean) updated with
+    every report of ``reports``, in order. Each entry is copied once per call, not once per report."""
     out = dict(summary)
-    for name, raw in values.items():
-        value = _wire.to_float(raw)
-        entry = dict(out.get(name) or {})
-        if value is None:
-            entry = {"type": "string" if isinstance(raw, str) else "object", "last": raw}
-            entry["count"] = int((out.get(name) or {}).get("count", 0)) + 1
-            out[name] = entry
-            continue
-        count = int(entry.get("count", 0))
-        if entry.get("type") != "number":
-            entry = {"type": "number", "count": 0, "sum": 0.0}
-            count = 0
-        finite = not (math.isnan(value) or math.isinf(value))
-        entry["last"] = _wire.clean_float(value)
-        entry["count"] = count + 1
-        if finite:
-            entry["sum"] = float(entry.get("sum", 0.0)) + value
-            entry["min"] = min(value, entry["min"]) if "min" in entry else value
-            entry["max"] = max(value, entry["max"]) if "max" in entry else value
-        entry["mean"] = entry["sum"] / entry["count"] if entry["count"] else None
-        out[name] = entry
+    copied: set[str] = set()
+    for values in reports:
+        for name, raw in values.items():
+            value = _wire.to_float(raw)
+            if name not in copied:
+                out[name] = dict(out.get(name) or {})
+                copied.add(name)
+            entry = out[name]
+            if value is None:
+                count = int(entry.get("count", 0)) + 1
+                entry.clear()
+                entry.update(type="string" if isinstance(raw, str) else "object", last=raw, count=count)
+                continue
+            if entry.get("type") != "number":
+                entry.clear()
+                entry.update(type="number", count=0, sum=0.0)
+            entry["count"] += 1
+            if math.isfinite(value):
+                entry["last"] = value
+                entry["sum"] += value
+                if "min" not in entry or value < entry["min"]:
+                    entry["min"] = value
+                if "max" not in entry or value > entry["max"]:
+                    entry["max"] = value
+            else:
+                entry["last"] = _wire.clean_float(value)
+            entry["mean"] = entry["sum"] / entry["count"]
     return out
 
 
-def ingest(
-    session: Session,
-    run: Run,
-    group: str,
-    body: dict[str, Any],
-    searcher_metric: str | None,
-    smaller_is_better: bool,
-) -> Metric:
-    """Store one report for ``run`` and update its summaries. Raises APIError on bad input."""
-    trial_run_id = _wire.get(body, "trial_run_id")
+def _finite_or_clean(values: Any) -> Any:
+    """``values`` itself when it is a flat dict without NaN/Infinity (the usual case), else the
+    protojson-safe copy ``_wire.clean_float`` makes."""
+    if not isinstance(values, dict):
+        return _wire.clean_float(values)
+    for value in values.values():
+        if type(value) is float:
+            if not math.isfinite(value):
+                return _wire.clean_float(values)
+        elif isinstance(value, (dict, list)):
+            return _wire.clean_float(values)
+    return values
+
+
+def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> None:
+    """One multi-row INSERT of metric rows.
+
+    On SQLite the DBAPI's executemany is called directly, with the storage formats SQLAlchemy's
+    types use (JSON text, naive UTC ``YYYY-MM-DD HH:MM:SS.ffffff``): SQLAlchemy's per-row parameter
+    processing costs more than the insert itself. Other databases go through SQLAlchemy Core.
+    """
+    connection = session.connection()
+    if connection.dialect.name != "sqlite":
+        session.execute(insert(Metric.__table__), rows)
+        return
+    utc = datetime.timezone.utc
+    params = [
+        (
+            row["trial_id"],
+            row["trial_run_id"],
+            row["metric_group"],
+            row["total_batches"],
+            row["end_time"].astimezone(utc).strftime("%Y-%m-%d %H:%M:%S.%f"),
+            json.dumps(row["metrics"]),
+            0,
+        )
+        for row in rows
+    ]
+    connection.exec_driver_sql(
+        "INSERT INTO metrics (trial_id, trial_run_id, metric_group, total_batches, end_time, "
+        "metrics, archived) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        params,
+    )
+
+
+def _field(body: dict[str, Any], camel: str, snake: str, default: Any = None) -> Any:
+    value = body.get(camel)
+    if value is None:
+        value = body.get(snake, default)
+    return value
+
+
+def _report_time(value: Any) -> Any:
+    if isinstance(value, str):
+        try:  # the common case: an RFC 3339 UTC timestamp from det's client
+            parsed = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            return _wire.parse_ts(value)
+        return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.timezone.utc)
+    return _wire.parse_ts(value) or utcnow()
+
+
+class ParsedReport:
+    """One validated metrics report, ready to store."""
+
+    __slots__ = ("avg", "batch", "group", "report_time", "steps", "trial_run_id")
+
+    def __init__(
+        self,
+        group: str,
+        trial_run_id: int,
+        steps: int,
+        avg: dict[str, Any],
+        batch: list[Any],
+        report_time: Any,
+    ) -> None:
+        self.group = group
+        self.trial_run_id = trial_run_id
+        self.steps = steps
+        self.avg = avg
+        self.batch = batch
+        self.report_time = report_time
+
+
+def parse(run: Run, group: str, body: dict[str, Any], where: str = "metrics") -> ParsedReport:
+    """Validate one report against ``run`` (stale run ids, types). Raises APIError on bad input."""
+    trial_run_id = _field(body, "trialRunId", "trial_run_id")
     try:
         trial_run_id = int(trial_run_id) if trial_run_id is not None else run.run_id
     except (TypeError, ValueError):
-        raise _wire.bad_request("metrics.trialRunId: must be an integer") from None
+        raise _wire.bad_request(f"{where}.trialRunId: must be an integer") from None
     if trial_run_id != run.run_id:
         raise _wire.bad_request(
             f"invalid run id, {trial_run_id} (reported) != {run.run_id} (expected)"
         )
-    steps = _wire.get(body, "steps_completed", 0)
+    steps = _field(body, "stepsCompleted", "steps_completed", 0)
     try:
         steps = int(steps or 0)
     except (TypeError, ValueError):
-        raise _wire.bad_request("metrics.stepsCompleted: must be an integer") from None
+        raise _wire.bad_request(f"{where}.stepsCompleted: must be an integer") from None
     inner = body.get("metrics") or {}
     if not isinstance(inner, dict):
-        raise _wire.bad_request("metrics.metrics: must be an object")
-    avg = _wire.get(inner, "avg_metrics")
+        raise _wire.bad_request(f"{where}.metrics: must be an object")
+    avg = _field(inner, "avgMetrics", "avg_metrics")
     if avg is None:
         avg = {}
     if not isinstance(avg, dict):
-        raise _wire.bad_request("metrics.metrics.avgMetrics: must be an object")
+        raise _wire.bad_request(f"{where}.metrics.avgMetrics: must be an object")
     for key in ("epoch", "epochs"):
         if key in avg and _wire.to_float(avg[key]) is None:
-            raise _wire.bad_request(f"metrics.metrics.avgMetrics.{key}: must be a number")
-    batch = _wire.get(inner, "batch_metrics") or []
-    report_time = _wire.parse_ts(_wire.get(body, "report_time")) or utcnow()
+            raise _wire.bad_request(f"{where}.metrics.avgMetrics.{key}: must be a number")
+    batch = _field(inner, "batchMetrics", "batch_metrics") or []
+    report_time = _report_time(_field(body, "reportTime", "report_time"))
+    return ParsedReport(group, trial_run_id, steps, avg, batch, report_time)
 
-    newest_run = session.scalar(
-        select(Metric.trial_run_id)
-        .where(Metric.trial_id == run.id, Metric.group == group)
-        .order_by(Metric.trial_run_id.desc())
-        .limit(1)
-    )
-    if newest_run is not None and newest_run < trial_run_id:
-        # First report of a new run in this group: older runs' reports from this step on are
-        # superseded (the trial rolled back to a checkpoint), so archive them.
-        session.execute(
-            update(Metric)
-            .where(
-                Metric.trial_id == run.id,
-                Metric.group == group,
-                Metric.trial_run_id < trial_run_id,
-                Metric.total_batches >= steps,
-                Metric.archived.is_(False),
+
+def ingest_many(
+    session: Session,
+    run: Run,
+    reports: list[ParsedReport],
+    searcher_metric: str | None,
+    smaller_is_better: bool,
+    *,
+    groups_seen: frozenset[str] | set[str] = frozenset(),
+) -> list[Metric | None]:
+    """Store reports of ``run`` in the open transaction and update its summaries once.
+
+    ``groups_seen``: groups of which this process already stored a report of this run. For every
+    other group, the first report archives what older runs reported in that group from its step on:
+    the trial rolled back to a checkpoint, so those reports are superseded. The archival is
+    idempotent, so an empty ``groups_seen`` (e.g. after a master restart) is safe, only slower.
+
+    Validation reports are inserted one by one (the trial keeps their ids as latest/best validation);
+    every other group is inserted with one multi-row INSERT. Returns, per report, the ORM row of a
+    validation report and ``None`` for the others.
+    """
+    if not reports:
+        return []
+    if run.run_id > 1:
+        first_steps: dict[str, int] = {}
+        for report in reports:
+            if report.group not in groups_seen:
+                first_steps.setdefault(report.group, report.steps)
+        for group, steps in first_steps.items():
+            session.execute(
+                update(Metric)
+                .where(
+                    Metric.trial_id == run.id,
+                    Metric.group == group,
+                    Metric.trial_run_id < run.run_id,
+                    Metric.total_batches >= steps,
+                    Metric.archived.is_(False),
+                )
+                .values(archived=True)
             )
-            .values(archived=True)
-        )
-    stored = {"avg_metrics": _wire.clean_float(avg), "batch_metrics": _wire.clean_float(batch)}
-    if group == "validation":
-        stored = {"validation_metrics": _wire.clean_float(avg), **stored}
-    row = Metric(
-        trial_id=run.id,
-        trial_run_id=trial_run_id,
-        group=group,
-        total_batches=steps,
-        end_time=report_time,
-        metrics=stored,
-    )
-    session.add(row)
-    session.flush()
     summary = dict(run.summary_metrics or {})
-    summary[group] = _summarize(summary.get(group) or {}, avg)
-    run.summary_metrics = summary
-    run.total_batches = max(run.total_batches or 0, steps)
-    run.last_activity = utcnow()
-    if group == "validation":
+    by_group: dict[str, list[dict[str, Any]]] = {}
+    for report in reports:
+        by_group.setdefault(report.group, []).append(report.avg)
+    for group, values in by_group.items():
+        summary[group] = _summarize(summary.get(group) or {}, values)
+    bulk: list[dict[str, Any]] = []
+    rows: list[Metric | None] = []
+    for report in reports:
+        avg = _finite_or_clean(report.avg)
+        stored = {"avg_metrics": avg, "batch_metrics": _finite_or_clean(report.batch) if report.batch else []}
+        if report.group != "validation":
+            bulk.append(
+                {
+                    "trial_id": run.id,
+                    "trial_run_id": report.trial_run_id,
+                    "metric_group": report.group,
+                    "total_batches": report.steps,
+                    "end_time": report.report_time,
+                    "metrics": stored,
+                    "archived": False,
+                }
+            )
+            rows.append(None)
+            continue
+        row = Metric(
+            trial_id=run.id,
+            trial_run_id=report.trial_run_id,
+            group=report.group,
+            total_batches=report.steps,
+            end_time=report.report_time,
+            metrics={"validation_metrics": avg, **stored},
+        )
+        session.add(row)
+        session.flush()
+        rows.append(row)
         run.latest_validation_id = row.id
-        value = _wire.to_float(avg.get(searcher_metric)) if searcher_metric else None
+        value = _wire.to_float(report.avg.get(searcher_metric)) if searcher_metric else None
         if value is not None and not math.isnan(value):
             best = run.searcher_metric_value
             better = best is None or (value < best if smaller_is_better else value > best)
             if better:
                 run.searcher_metric_value = value
                 run.best_validation_id = row.id
-    return row
+    if bulk:
+        _insert_rows(session, bulk)
+    run.summary_metrics = summary
+    run.total_batches = max(run.total_batches or 0, *(r.steps for r in reports))
+    run.last_activity = utcnow()
+    return rows
