@@ -37,7 +37,9 @@ def _summarize(summary: dict[str, Any], reports: list[dict[str, Any]]) -> dict[s
             if value is None:
                 count = int(entry.get("count", 0)) + 1
                 entry.clear()
-                entry.update(type="string" if isinstance(raw, str) else "object", last=raw, count=count)
+                entry.update(
+                    type="string" if isinstance(raw, str) else "object", last=raw, count=count
+                )
                 continue
             if entry.get("type") != "number":
                 entry.clear()
@@ -221,7 +223,10 @@ def ingest_many(
     rows: list[Metric | None] = []
     for report in reports:
         avg = _finite_or_clean(report.avg)
-        stored = {"avg_metrics": avg, "batch_metrics": _finite_or_clean(report.batch) if report.batch else []}
+        stored = {
+            "avg_metrics": avg,
+            "batch_metrics": _finite_or_clean(report.batch) if report.batch else [],
+        }
         if report.group != "validation":
             bulk.append(
                 {

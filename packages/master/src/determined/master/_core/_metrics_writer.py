@@ -15,6 +15,8 @@ import logging
 import threading
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import select
+
 from determined.master._core import _metrics
 from determined.master._wire import APIError
 from determined.master.db import Experiment, Run
@@ -107,17 +109,32 @@ class MetricsWriter:
         for item in batch:
             by_trial[item.trial_id].append(item)
         with manager.txn() as session:
+            # Two queries for the whole batch: every run, and only the config of their experiments
+            # (not the experiment rows with their model definitions).
+            runs = {
+                run.id: run
+                for run in session.scalars(select(Run).where(Run.id.in_(list(by_trial))))
+            }
+            configs = dict(
+                session.execute(
+                    select(Experiment.id, Experiment.config).where(
+                        Experiment.id.in_(sorted({run.experiment_id for run in runs.values()}))
+                    )
+                ).all()
+            )
             for trial_id, items in by_trial.items():
-                self._store_trial(session, trial_id, items)
+                run = runs.get(trial_id)
+                config = configs.get(run.experiment_id) if run is not None else None
+                if run is None or config is None:
+                    for item in items:
+                        item.error = APIError(404, f"trial {trial_id} not found")
+                    continue
+                self._store_trial(session, run, config, items)
 
-    def _store_trial(self, session: Session, trial_id: int, items: list[_Pending]) -> None:
+    def _store_trial(
+        self, session: Session, run: Run, config: dict[str, Any], items: list[_Pending]
+    ) -> None:
         manager = self._manager
-        run = session.get(Run, trial_id)
-        exp = session.get(Experiment, run.experiment_id) if run is not None else None
-        if run is None or exp is None:
-            for item in items:
-                item.error = APIError(404, f"trial {trial_id} not found")
-            return
         parsed: list[_metrics.ParsedReport] = []
         for item in items:
             where = "metrics" if len(item.reports) == 1 else "reports[{}].metrics"
@@ -132,7 +149,7 @@ class MetricsWriter:
             parsed.extend(mine)
         if not parsed:
             return
-        searcher_cfg = exp.config.get("searcher") or {}
+        searcher_cfg = config.get("searcher") or {}
         seen = manager.metrics_groups_seen.setdefault((run.id, run.run_id), set())
         rows = _metrics.ingest_many(
             session,
@@ -144,7 +161,10 @@ class MetricsWriter:
         )
         groups = {report.group for report in parsed}
         manager.effect(lambda: seen.update(groups))
-        if exp.id in manager.continued:
+        if run.experiment_id in manager.continued or all(row is None for row in rows):
+            return
+        exp = session.get(Experiment, run.experiment_id)
+        if exp is None:
             return
         for row in rows:
             if row is not None:  # a validation report, in order
