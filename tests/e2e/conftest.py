@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from e2e.harness import MasterAPI
+from postgres_db import drop_database, postgres_url
 
 from determined.master import Master, MasterConfig
 
@@ -25,11 +26,26 @@ def master_factory(tmp_path: pathlib.Path) -> Iterator[Callable[..., Master]]:
         started.append(master)
         return master
 
+    def stop_all() -> None:
+        while started:
+            started.pop().stop()
+
+    start.stop_all = stop_all  # type: ignore[attr-defined]
     yield start
-    for master in reversed(started):
-        master.stop()
+    stop_all()
 
 
-@pytest.fixture
-def api(master_factory: Callable[..., Master]) -> MasterAPI:
-    return MasterAPI(master_factory().url)
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def api(
+    request: pytest.FixtureRequest, master_factory: Callable[..., Master]
+) -> Iterator[MasterAPI]:
+    """A logged-in client of a fresh master on SQLite, then on PostgreSQL."""
+    if request.param == "sqlite":
+        yield MasterAPI(master_factory().url)
+        return
+    url = postgres_url()
+    try:
+        yield MasterAPI(master_factory(db=url).url)
+    finally:
+        master_factory.stop_all()  # type: ignore[attr-defined]
+        drop_database(url)

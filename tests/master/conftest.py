@@ -6,16 +6,14 @@ from __future__ import annotations
 
 import base64
 import pathlib
-import shutil
-import subprocess
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 import requests
 import yaml
+from postgres_db import drop_database, postgres_url
 
 WAIT_S = 60.0
 
@@ -109,62 +107,6 @@ print(f"trial {T} done")
 """
 
 
-def _pg_available() -> bool:
-    return (
-        shutil.which("pg_ctlcluster") is not None
-        or pathlib.Path("/usr/lib/postgresql/15/bin/postgres").exists()
-    )
-
-
-_PG_READY = False
-
-
-def _ensure_postgres() -> None:
-    """Start the local PostgreSQL 15 cluster and a login role for tests (idempotent)."""
-    global _PG_READY
-    if _PG_READY:
-        return
-    if not _pg_available():
-        pytest.skip("PostgreSQL is not installed on this machine")
-    status = subprocess.run(["pg_ctlcluster", "15", "main", "status"], capture_output=True)
-    if status.returncode != 0:
-        subprocess.run(["pg_ctlcluster", "15", "main", "start"], capture_output=True)
-    deadline = time.monotonic() + 30
-    while True:
-        ready = subprocess.run(
-            ["su", "postgres", "-c", "psql -tAc 'SELECT 1'"], capture_output=True, text=True
-        )
-        if ready.returncode == 0:
-            break
-        if time.monotonic() > deadline:
-            pytest.fail(f"PostgreSQL did not start: {ready.stderr}")
-        time.sleep(0.2)
-    subprocess.run(
-        [
-            "su",
-            "postgres",
-            "-c",
-            "psql -tAc \"DO \\$\\$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname='dettest')"
-            " THEN CREATE ROLE dettest LOGIN CREATEDB PASSWORD 'dettest'; END IF; END \\$\\$;\"",
-        ],
-        capture_output=True,
-        check=True,
-    )
-    _PG_READY = True
-
-
-def postgres_url() -> str:
-    """A fresh, empty PostgreSQL database for one test."""
-    _ensure_postgres()
-    name = "det_" + uuid.uuid4().hex[:12]
-    subprocess.run(
-        ["su", "postgres", "-c", f"psql -tAc 'CREATE DATABASE {name} OWNER dettest'"],
-        capture_output=True,
-        check=True,
-    )
-    return f"postgresql+psycopg://dettest:dettest@127.0.0.1:5432/{name}"
-
-
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def db_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[str]:
     """A database URL: a SQLite file, or a fresh PostgreSQL database (dropped afterwards)."""
@@ -173,11 +115,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[s
         return
     url = postgres_url()
     yield url
-    name = url.rsplit("/", 1)[1]
-    subprocess.run(
-        ["su", "postgres", "-c", f"psql -tAc 'DROP DATABASE IF EXISTS {name} WITH (FORCE)'"],
-        capture_output=True,
-    )
+    drop_database(url)
 
 
 @pytest.fixture
