@@ -41,7 +41,7 @@ format: install
 lock: install
 	{ echo "# The lock: exact versions of every third-party package of the development environment."; \
 	  echo "# Regenerate with 'make lock' after changing requirements/main.txt."; \
-	  $(BIN)/pip freeze | grep -v -E '^(det-|-e )'; } > requirements/constraints.txt
+	  $(BIN)/pip freeze | grep -v -E '^(det-|-e |# Editable)'; } > requirements/constraints.txt
 
 bench: install
 	for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
