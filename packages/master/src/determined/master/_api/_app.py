@@ -174,11 +174,13 @@ def create_app(master: Master) -> FastAPI:
         )
         return JSONResponse(error_body(500, f"internal error: {exc}"), status_code=500)
 
+    # Routes match in registration order: the trial-reporting routes, hit by every running trial many
+    # times a second, come first so a request does not try every other route's pattern before them.
+    app.include_router(_trials.router)
     app.include_router(info_router)
     app.include_router(_users.router)
     app.include_router(_experiments.router)
     app.include_router(_checkpoints.router)
-    app.include_router(_trials.router)
     app.include_router(_tasks.router)
 
     return app

@@ -15,6 +15,7 @@ from determined.master._api import _serialize
 from determined.master._api._deps import (
     Principal,
     authenticate,
+    authenticate_async,
     int_param,
     json_body,
     master_of,
@@ -66,68 +67,73 @@ def get_trial(
         return {"trial": _serialize.trial(session, _get_run(session, trial_id))}
 
 
-def _report(request: Request, trial_id: int, group: str, report: Any) -> dict[str, Any]:
-    return _report_many(request, trial_id, [(group, report)])
+async def _report(request: Request, trial_id: int, group: str, report: Any) -> dict[str, Any]:
+    return await _report_many(request, trial_id, [(group, report)])
 
 
-def _report_many(request: Request, trial_id: int, reports: list[tuple[str, Any]]) -> dict[str, Any]:
-    """Store reports (committed before we answer); validation metrics reach the searcher in order."""
+async def _report_many(
+    request: Request, trial_id: int, reports: list[tuple[str, Any]]
+) -> dict[str, Any]:
+    """Store reports (committed before we answer); validation metrics reach the searcher in order.
+
+    ``async`` with no thread hop: the group-commit writer resolves the request's future.
+    """
     for index, (group, report) in enumerate(reports):
         if not isinstance(report, dict):
             raise APIError(400, f"reports[{index}].metrics: must be an object")
         _metrics.check_group(group)
-    master_of(request).manager.metrics_writer.write(trial_id, reports)
+    await master_of(request).manager.metrics_writer.write_async(trial_id, reports)
     return {}
 
 
 @router.post("/api/v1/trials/{trial_id}/metrics")
-def report_metrics(
+async def report_metrics(
     request: Request,
     trial_id: int,
     body: dict[str, Any] = Depends(json_body),
-    p: Principal = Depends(authenticate),
+    p: Principal = Depends(authenticate_async),
 ) -> dict[str, Any]:
     """Store one metrics report: ``{group, metrics: {trialRunId, stepsCompleted, metrics}}``."""
     group = get(body, "group") or "training"
-    return _report(request, trial_id, group, get(body, "metrics"))
+    return await _report(request, trial_id, group, get(body, "metrics"))
 
 
 @router.post("/api/v1/trials/{trial_id}/metrics/batch")
-def report_metrics_batch(
+async def report_metrics_batch(
     request: Request,
     trial_id: int,
     body: dict[str, Any] = Depends(json_body),
-    p: Principal = Depends(authenticate),
+    p: Principal = Depends(authenticate_async),
 ) -> dict[str, Any]:
     """det's batch form: ``{reports: [{group, metrics}, ...]}`` stored in one transaction."""
     reports = body.get("reports")
     if not isinstance(reports, list) or not all(isinstance(r, dict) for r in reports):
         raise APIError(400, "reports: must be a list of {group, metrics} objects")
-    return _report_many(
+    return await _report_many(
         request, trial_id, [(get(r, "group") or "training", get(r, "metrics")) for r in reports]
     )
 
 
 @router.post("/api/v1/trials/{trial_id}/training_metrics")
-def report_training_metrics(
+async def report_training_metrics(
     request: Request,
     trial_id: int,
     body: dict[str, Any] = Depends(json_body),
-    p: Principal = Depends(authenticate),
+    p: Principal = Depends(authenticate_async),
 ) -> dict[str, Any]:
     """Legacy form of a training report."""
-    return _report(request, trial_id, "training", get(body, "training_metrics"))
+    return await _report(request, trial_id, "training", get(body, "training_metrics"))
 
 
 @router.post("/api/v1/trials/{trial_id}/validation_metrics")
-def report_validation_metrics(
+async def report_validation_metrics(
     request: Request,
     trial_id: int,
     body: dict[str, Any] = Depends(json_body),
-    p: Principal = Depends(authenticate),
+    p: Principal = Depends(authenticate_async),
 ) -> dict[str, Any]:
     """Legacy form of a validation report."""
-    return _report(request, trial_id, "validation", get(body, "validation_metrics"))
+    return await _report(request, trial_id, "validation", get(body, "validation_metrics"))
 
 
 @router.post("/api/v1/trials/{trial_id}/progress")

@@ -9,6 +9,7 @@ A request whose reports are invalid fails alone with its own 4xx.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import functools
 import logging
@@ -32,13 +33,30 @@ MAX_REPORTS_PER_COMMIT = 5000
 
 
 class _Pending:
-    __slots__ = ("done", "error", "reports", "trial_id")
+    __slots__ = ("done", "error", "future", "loop", "reports", "trial_id")
 
     def __init__(self, trial_id: int, reports: list[tuple[str, dict[str, Any]]]) -> None:
         self.trial_id = trial_id
         self.reports = reports
         self.done = threading.Event()
         self.error: BaseException | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.future: asyncio.Future[None] | None = None
+
+    def finish(self) -> None:
+        if self.loop is not None and self.future is not None:
+            self.loop.call_soon_threadsafe(_resolve, self.future, self.error)
+        else:
+            self.done.set()
+
+
+def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(None)
 
 
 class MetricsWriter:
@@ -63,6 +81,18 @@ class MetricsWriter:
         item.done.wait()
         if item.error is not None:
             raise item.error
+
+    async def write_async(self, trial_id: int, reports: list[tuple[str, dict[str, Any]]]) -> None:
+        """:meth:`write` for ``async`` routes: waits on the event loop instead of a thread."""
+        item = _Pending(trial_id, reports)
+        item.loop = asyncio.get_running_loop()
+        item.future = item.loop.create_future()
+        with self._wake:
+            if self._closed:
+                raise APIError(503, "the master is shutting down")
+            self._queue.append(item)
+            self._wake.notify()
+        await item.future
 
     def close(self) -> None:
         with self._wake:
@@ -101,7 +131,7 @@ class MetricsWriter:
                         except Exception as exc:
                             item.error = exc if isinstance(exc, APIError) else _internal(exc)
             for item in batch:
-                item.done.set()
+                item.finish()
 
     def _commit(self, batch: list[_Pending]) -> None:
         manager = self._manager
