@@ -9,7 +9,20 @@ from determined.core._checkpoint import (
     merge_metadata,
     merge_resources,
 )
+from determined.core._compat import (
+    DummyCheckpointContext,
+    DummyDistributedContext,
+    DummyExperimentalCoreContext,
+    DummyPreemptContext,
+    DummyProfilerContext,
+    DummySearcherContext,
+    DummySearcherOperation,
+    DummyTrainContext,
+)
 from determined.core._context import Context, init
+from determined.core._context import (
+    _dummy_init as _dummy_init,  # upstream private name, used by Trainers
+)
 from determined.core._distributed import DistributedContext
 from determined.core._experimental import ExperimentalCoreContext
 from determined.core._markers import hookimpl, hookspec
@@ -25,6 +38,14 @@ __all__ = [
     "Context",
     "DistributedContext",
     "DownloadMode",
+    "DummyCheckpointContext",
+    "DummyDistributedContext",
+    "DummyExperimentalCoreContext",
+    "DummyPreemptContext",
+    "DummyProfilerContext",
+    "DummySearcherContext",
+    "DummySearcherOperation",
+    "DummyTrainContext",
     "EarlyExitReason",
     "ExperimentalCoreContext",
     "PreemptContext",

@@ -204,6 +204,32 @@ def init(
         raise
 
 
+def _dummy_init(
+    *,
+    distributed: DistributedContext | None = None,
+    checkpoint_storage: str | dict[str, Any] | None = None,
+    tensorboard_path: pathlib.Path | None = None,
+    preempt_mode: PreemptMode = PreemptMode.WorkersAskChief,
+) -> Context:
+    """Upstream's off-cluster ``init`` (used by its Trainers): a local Context whatever the environment.
+
+    Unlike :func:`init`, it ignores any ClusterInfo; ``tensorboard_path`` overrides the local default.
+    """
+    owns_distributed = distributed is None
+    dist = distributed if distributed is not None else _hooks.distributed_context(None)
+    context = _init_local(
+        None,
+        dist,
+        checkpoint_storage,
+        PreemptMode(preempt_mode),
+        TensorboardMode.AUTO,
+        owns_distributed,
+    )
+    if tensorboard_path is not None:
+        context.train._tensorboard_path = pathlib.Path(tensorboard_path)
+    return context
+
+
 def _init_local(
     info: determined.ClusterInfo | None,
     dist: DistributedContext,
