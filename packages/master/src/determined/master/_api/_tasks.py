@@ -11,6 +11,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
 from determined.master._api._deps import (
@@ -30,11 +31,17 @@ router = APIRouter(tags=["Tasks"])
 LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
+def _get_alloc(session: Session, allocation_id: str) -> Allocation:
+    """The allocation row, or a 404 naming it."""
+    row = session.get(Allocation, allocation_id)
+    if row is None:
+        raise APIError(404, f"allocation {allocation_id} not found")
+    return row
+
+
 def _alloc_or_404(request: Request, allocation_id: str) -> Allocation:
     with master_of(request).db.read() as session:
-        row = session.get(Allocation, allocation_id)
-        if row is None:
-            raise APIError(404, f"allocation {allocation_id} not found")
+        row = _get_alloc(session, allocation_id)
         session.expunge(row)
         return row
 
@@ -59,9 +66,7 @@ def ack_preemption(
     """The trial saw the preemption signal and will exit: its exit is a pause, not completion."""
     manager = master_of(request).manager
     with manager.txn() as session:
-        row = session.get(Allocation, allocation_id)
-        if row is None:
-            raise APIError(404, f"allocation {allocation_id} not found")
+        row = _get_alloc(session, allocation_id)
         row.preemption_acked = True
         alloc = manager.allocs.get(allocation_id)
         if alloc is not None:
@@ -84,10 +89,7 @@ def allocation_ready(
 ) -> dict[str, Any]:
     """The task is up."""
     with master_of(request).db.write() as session:
-        row = session.get(Allocation, allocation_id)
-        if row is None:
-            raise APIError(404, f"allocation {allocation_id} not found")
-        row.is_ready = True
+        _get_alloc(session, allocation_id).is_ready = True
     return {}
 
 
