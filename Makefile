@@ -32,6 +32,7 @@ demo: install
 lint: install
 	$(BIN)/ruff check packages tests examples benchmarks
 	$(BIN)/ruff format --check packages tests examples benchmarks
+	$(BIN)/mypy packages/core/src packages/master/src
 
 format: install
 	$(BIN)/ruff format packages tests examples benchmarks

@@ -42,7 +42,17 @@ def start_master_process(*flags: str) -> tuple[subprocess.Popen[bytes], Session]
         port = s.getsockname()[1]
     data_dir = tempfile.mkdtemp(prefix="det-bench-")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "determined.master", "up", "--port", str(port), "--data-dir", data_dir, *flags],
+        [
+            sys.executable,
+            "-m",
+            "determined.master",
+            "up",
+            "--port",
+            str(port),
+            "--data-dir",
+            data_dir,
+            *flags,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=open(pathlib.Path(data_dir) / "master.log", "wb"),  # noqa: SIM115
     )

@@ -107,9 +107,7 @@ def main() -> int:
 
     trials = wait_for(running, timeout=300, interval=0.2)
     url = session.master_url
-    batched, batch_latencies = run_load(
-        url, session.token or "", trials, args.seconds, args.batch
-    )
+    batched, batch_latencies = run_load(url, session.token or "", trials, args.seconds, args.batch)
     single, single_latencies = run_load(url, session.token or "", trials, args.seconds, 1)
     session.request("POST", f"/api/v1/experiments/{exp}/kill")
     master.terminate()

@@ -163,14 +163,14 @@ class CheckpointContext:
             return storage_id
 
         storage_id = self._dist.broadcast(str(uuid.uuid4()) if self._dist.rank == 0 else None)
-        root = pathlib.Path(ckpt_dir) if ckpt_dir is not None else None
+        shard_root = pathlib.Path(ckpt_dir) if ckpt_dir is not None else None
         merged = self._merge_metadata_or_fail(metadata)
         if self._dist.rank == 0:
             self._check_metadata(merged)
-        mine = self._plan_sharded_upload(root, selector)
+        mine = self._plan_sharded_upload(shard_root, selector)
         if mine:
-            assert root is not None
-            self._storage_manager.upload(root, storage_id, paths=set(mine))
+            assert shard_root is not None
+            self._storage_manager.upload(shard_root, storage_id, paths=set(mine))
         all_resources = self._dist.allgather(mine)  # also the barrier: every upload finished
         if self._dist.rank == 0:
             resources = merge_resources(all_resources)

@@ -37,7 +37,7 @@ def _sample() -> dict[str, dict[str, float]]:
         },
     }
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
     except ImportError:
         return sample
     try:

@@ -81,7 +81,7 @@ def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> None:
     """
     connection = session.connection()
     if connection.dialect.name != "sqlite":
-        session.execute(insert(Metric.__table__), rows)
+        session.execute(insert(Metric.__table__), rows)  # type: ignore[arg-type]
         return
     utc = datetime.timezone.utc
     params = [

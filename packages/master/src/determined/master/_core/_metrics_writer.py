@@ -145,7 +145,7 @@ class MetricsWriter:
                 run.id: run
                 for run in session.scalars(select(Run).where(Run.id.in_(list(by_trial))))
             }
-            configs = dict(
+            configs: dict[int, dict[str, Any]] = dict(
                 session.execute(
                     select(Experiment.id, Experiment.config).where(
                         Experiment.id.in_(sorted({run.experiment_id for run in runs.values()}))
