@@ -131,7 +131,7 @@ def main() -> int:
     print(
         f"  master API      {url}/api/v1/experiments/{exp_id}  (log in as 'determined', empty password)"
     )
-    print(f"  OpenAPI docs    {url}/docs")
+    print(f"  OpenAPI docs    {url}/api/v1/docs")
     print(f"  trial logs      {url}/api/v1/trials/<id>/logs")
     print(f"  data directory  {DATA_DIR}  (SQLite database, trial work dirs, master log)")
     print(f"  checkpoints     {DATA_DIR / 'checkpoints'}")
