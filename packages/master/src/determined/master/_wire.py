@@ -139,3 +139,14 @@ def to_float(value: Any) -> float | None:
     if isinstance(value, str) and value in ("NaN", "Infinity", "-Infinity"):
         return float(value.replace("Infinity", "inf"))
     return None
+
+
+def pagination(offset: int, limit: int, shown: int, total: int) -> dict[str, int]:
+    """Upstream's ``pagination`` object for a page of ``shown`` items out of ``total``."""
+    return {
+        "offset": offset,
+        "limit": limit,
+        "startIndex": min(offset, total),
+        "endIndex": min(offset + shown, total),
+        "total": total,
+    }

@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from determined.master._api import _checkpoints, _experiments, _tasks, _trials, _users
 from determined.master._api._deps import Principal, authenticate, bool_param, int_param, master_of
-from determined.master._wire import APIError, error_body
+from determined.master._wire import APIError, error_body, pagination
 
 if TYPE_CHECKING:
     from determined.master._master import Master
@@ -85,7 +85,7 @@ def resource_pools(request: Request, p: Principal = Depends(authenticate)) -> di
                 "details": describe,
             }
         ],
-        "pagination": {"offset": 0, "limit": 1, "total": 1, "startIndex": 0, "endIndex": 1},
+        "pagination": pagination(0, 1, 1, 1),
     }
 
 

@@ -11,7 +11,15 @@ from sqlalchemy.orm import Session
 
 from determined.master._api import _serialize
 from determined.master._api._deps import Principal, authenticate, int_param, json_body, master_of
-from determined.master._wire import APIError, get, parse_ts, sub_object, to_float, unstate
+from determined.master._wire import (
+    APIError,
+    get,
+    pagination,
+    parse_ts,
+    sub_object,
+    to_float,
+    unstate,
+)
 from determined.master.db import Checkpoint, Experiment, Metric, Run, utcnow
 
 router = APIRouter(tags=["Checkpoints"])
@@ -216,13 +224,7 @@ def list_checkpoints(
         page = out[offset : offset + limit] if limit else out[offset:]
         return {
             "checkpoints": page,
-            "pagination": {
-                "offset": offset,
-                "limit": limit,
-                "startIndex": min(offset, total),
-                "endIndex": min(offset + len(page), total),
-                "total": total,
-            },
+            "pagination": pagination(offset, limit, len(page), total),
         }
 
 

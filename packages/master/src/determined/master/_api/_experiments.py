@@ -20,7 +20,7 @@ from determined.master._api._deps import (
     master_of,
 )
 from determined.master._core._context import ContextError, pack_files
-from determined.master._wire import TERMINAL_STATES, APIError, get, sub_object, unstate
+from determined.master._wire import TERMINAL_STATES, APIError, get, pagination, sub_object, unstate
 from determined.master.db import Checkpoint, Experiment, Metric, Run, User
 
 router = APIRouter(tags=["Experiments"])
@@ -182,13 +182,7 @@ def list_experiments(
         page = rows[offset : offset + limit] if limit else rows[offset:]
         return {
             "experiments": [_serialize.experiment(session, r) for r in page],
-            "pagination": {
-                "offset": offset,
-                "limit": limit,
-                "startIndex": min(offset, total),
-                "endIndex": min(offset + len(page), total),
-                "total": total,
-            },
+            "pagination": pagination(offset, limit, len(page), total),
         }
 
 
@@ -410,13 +404,7 @@ def experiment_trials(
         page = rows[offset : offset + limit] if limit else rows[offset:]
         return {
             "trials": [_serialize.trial(session, r) for r in page],
-            "pagination": {
-                "offset": offset,
-                "limit": limit,
-                "startIndex": min(offset, total),
-                "endIndex": min(offset + len(page), total),
-                "total": total,
-            },
+            "pagination": pagination(offset, limit, len(page), total),
         }
 
 

@@ -18,7 +18,7 @@ from determined.master._api._deps import (
     master_of,
     require_admin,
 )
-from determined.master._wire import APIError, get
+from determined.master._wire import APIError, get, pagination
 from determined.master.db import User, UserSession, utcnow
 
 router = APIRouter()
@@ -96,7 +96,7 @@ def list_users(request: Request, principal: Principal = Depends(authenticate)) -
         users = list(session.scalars(select(User).order_by(User.id)))
         return {
             "users": [_serialize.user(u) for u in users],
-            "pagination": {"offset": 0, "limit": len(users), "total": len(users)},
+            "pagination": pagination(0, len(users), len(users), len(users)),
         }
 
 
