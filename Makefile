@@ -4,7 +4,8 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.det-installed
-PACKAGES := $(sort $(wildcard packages/*))
+# det-plugin-estimator needs TensorFlow < 2.16 and lives in its own legacy venv (ENV.md), not in .venv.
+PACKAGES := $(filter-out packages/plugin-estimator,$(sort $(wildcard packages/*)))
 PACKAGE_FILES := $(wildcard packages/*/pyproject.toml)
 # pytest-xdist workers: every core of the machine (2 in CI).
 WORKERS ?= auto

@@ -12,6 +12,8 @@ upstream's client does), plus p50/p99 latency of the metrics endpoint under the 
 from __future__ import annotations
 
 import argparse
+import http.client
+import json
 import pathlib
 import statistics
 import sys
@@ -21,43 +23,57 @@ import time
 
 from _master import create_experiment, start_master_process, wait_for
 
-from determined.client import MasterClient, Session, metrics_body
+from determined.client import metrics_body
+
+
+def _bodies(trial_id: int, run_id: int, batch: int, count: int) -> list[bytes]:
+    """``count`` request bodies for one trial, encoded up front (a trial encodes in its own process)."""
+    bodies = []
+    for n in range(count):
+        reports = [
+            metrics_body(
+                trial_id, run_id, "training", {"loss": 1.0 / (s + 1), "lr": 0.1, "acc": 0.5}, s
+            )
+            for s in range(n * batch + 1, (n + 1) * batch + 1)
+        ]
+        body = {"reports": reports} if batch > 1 else reports[0]
+        bodies.append(json.dumps(body).encode())
+    return bodies
 
 
 def run_load(
     url: str, token: str, trials: list[tuple[int, int]], seconds: float, batch: int
 ) -> tuple[int, list[float]]:
+    """Each trial's thread posts pre-encoded bodies over one keep-alive connection for ``seconds``."""
+    host, port = url.removeprefix("http://").split(":")
+    headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+    bodies = {t: _bodies(t, r, batch, 8) for t, r in trials}
     rows = [0] * len(trials)
     latencies: list[list[float]] = [[] for _ in trials]
     stop = time.monotonic() + seconds
     errors: list[BaseException] = []
 
-    def reporter(index: int, trial_id: int, run_id: int) -> None:
-        client = MasterClient(Session(url, token))
-        step = 0
+    def reporter(index: int, trial_id: int) -> None:
+        path = f"/api/v1/trials/{trial_id}/metrics" + ("/batch" if batch > 1 else "")
+        connection = http.client.HTTPConnection(host, int(port), timeout=120)
+        n = 0
         try:
             while time.monotonic() < stop:
-                reports = []
-                for _ in range(batch):
-                    step += 1
-                    reports.append(
-                        metrics_body(
-                            trial_id, run_id, "training", {"loss": 1.0 / step, "lr": 0.1}, step
-                        )
-                    )
                 start = time.perf_counter()
-                if batch == 1:
-                    client.session.request(
-                        "POST", f"/api/v1/trials/{trial_id}/metrics", body=reports[0]
-                    )
-                else:
-                    client.report_trial_metrics_batch(trial_id, reports)
+                connection.request("POST", path, body=bodies[trial_id][n % 8], headers=headers)
+                response = connection.getresponse()
+                response.read()
+                if response.status != 200:
+                    raise RuntimeError(f"{path}: {response.status}")
                 latencies[index].append(time.perf_counter() - start)
-                rows[index] += len(reports)
+                rows[index] += batch
+                n += 1
         except BaseException as exc:  # reported after the run
             errors.append(exc)
+        finally:
+            connection.close()
 
-    threads = [threading.Thread(target=reporter, args=(i, t, r)) for i, (t, r) in enumerate(trials)]
+    threads = [threading.Thread(target=reporter, args=(i, t)) for i, (t, _) in enumerate(trials)]
     began = time.monotonic()
     for thread in threads:
         thread.start()
@@ -77,41 +93,46 @@ def main() -> int:
     args = parser.parse_args()
 
     master, session = start_master_process("--slots", "1")
-    context = pathlib.Path(tempfile.mkdtemp())
-    (context / "wait.py").write_text("import time\ntime.sleep(3600)\n")
-    config = {
-        "name": "ingest-bench",
-        "entrypoint": "python3 wait.py",
-        "searcher": {
-            "name": "random",
-            "metric": "loss",
-            "max_trials": args.trials,
-            "max_concurrent_trials": args.trials,
-        },
-        "hyperparameters": {"x": {"type": "double", "minval": 0, "maxval": 1}},
-        "resources": {"slots_per_trial": 0},
-        "max_restarts": 0,
-    }
-    exp = create_experiment(session, config, context)
+    try:
+        context = pathlib.Path(tempfile.mkdtemp())
+        (context / "wait.py").write_text("import time\ntime.sleep(3600)\n")
+        config = {
+            "name": "ingest-bench",
+            "entrypoint": "python3 wait.py",
+            "searcher": {
+                "name": "random",
+                "metric": "loss",
+                "max_trials": args.trials,
+                "max_concurrent_trials": args.trials,
+            },
+            "hyperparameters": {"x": {"type": "double", "minval": 0, "maxval": 1}},
+            "resources": {"slots_per_trial": 0},
+            "max_restarts": 0,
+        }
+        exp = create_experiment(session, config, context)
 
-    def running() -> list[tuple[int, int]] | None:
-        trials = session.request("GET", f"/api/v1/experiments/{exp}/trials", params={"limit": 500})[
-            "trials"
-        ]
-        ready = [
-            (int(t["id"]), int(t["trialRunId"]))
-            for t in trials
-            if t["state"] in ("STATE_ACTIVE", "STATE_RUNNING")
-        ]
-        return ready if len(ready) == args.trials else None
+        def running() -> list[tuple[int, int]] | None:
+            trials = session.request(
+                "GET", f"/api/v1/experiments/{exp}/trials", params={"limit": 500}
+            )["trials"]
+            ready = [
+                (int(t["id"]), int(t["trialRunId"]))
+                for t in trials
+                if t["state"] in ("STATE_ACTIVE", "STATE_RUNNING")
+            ]
+            return ready if len(ready) == args.trials else None
 
-    trials = wait_for(running, timeout=300, interval=0.2)
-    url = session.master_url
-    batched, batch_latencies = run_load(url, session.token or "", trials, args.seconds, args.batch)
-    single, single_latencies = run_load(url, session.token or "", trials, args.seconds, 1)
-    session.request("POST", f"/api/v1/experiments/{exp}/kill")
-    master.terminate()
-    master.wait(timeout=60)
+        trials = wait_for(running, timeout=300, interval=0.2)
+        url = session.master_url
+        batched, batch_latencies = run_load(
+            url, session.token or "", trials, args.seconds, args.batch
+        )
+        single, single_latencies = run_load(url, session.token or "", trials, args.seconds, 1)
+        session.request("POST", f"/api/v1/experiments/{exp}/kill")
+
+    finally:
+        master.terminate()
+        master.wait(timeout=60)
 
     def pct(values: list[float], q: float) -> float:
         return sorted(values)[int(q * (len(values) - 1))] * 1000

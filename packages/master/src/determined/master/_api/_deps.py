@@ -8,6 +8,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
+import orjson
 from fastapi import Request
 from sqlalchemy import event, select
 
@@ -32,13 +33,22 @@ def master_of(request: Request) -> Master:
     return request.app.state.master  # type: ignore[no-any-return]
 
 
+def loads(raw: bytes) -> Any:
+    """Decode a JSON request body: orjson, or the standard library for what orjson refuses
+    (NaN/Infinity literals, which Python clients may send)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return json.loads(raw)
+
+
 async def json_body(request: Request) -> dict[str, Any]:
     """The request body as a JSON object ({} when empty); 400 for malformed JSON."""
     raw = await request.body()
     if not raw.strip():
         return {}
     try:
-        body = json.loads(raw)
+        body = loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
         raise APIError(400, f"malformed JSON body: {e}") from None
     if not isinstance(body, dict):

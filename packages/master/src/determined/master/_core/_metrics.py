@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import datetime
-import json
 import math
 from typing import Any
 
+import orjson
 from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 
@@ -91,7 +91,7 @@ def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> None:
             row["metric_group"],
             row["total_batches"],
             row["end_time"].astimezone(utc).strftime("%Y-%m-%d %H:%M:%S.%f"),
-            json.dumps(row["metrics"]),
+            orjson.dumps(row["metrics"]).decode(),
             0,
         )
         for row in rows
