@@ -16,7 +16,14 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from determined.master._api import _checkpoints, _experiments, _tasks, _trials, _users
-from determined.master._api._deps import Principal, authenticate, bool_param, int_param, master_of
+from determined.master._api._deps import (
+    AuthCache,
+    Principal,
+    authenticate,
+    bool_param,
+    int_param,
+    master_of,
+)
 from determined.master._wire import APIError, error_body, pagination
 
 if TYPE_CHECKING:
@@ -135,6 +142,7 @@ def create_app(master: Master) -> FastAPI:
         redoc_url=None,
     )
     app.state.master = master
+    app.state.auth_cache = AuthCache(master)
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi_alias() -> dict[str, Any]:

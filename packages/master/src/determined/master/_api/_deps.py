@@ -106,18 +106,8 @@ class AuthCache:
                 return
 
 
-def _auth_cache(master: Master) -> AuthCache:
-    cache = getattr(master, "_auth_cache", None)
-    if cache is None:
-        with _CACHE_LOCK:
-            cache = getattr(master, "_auth_cache", None)
-            if cache is None:
-                cache = AuthCache(master)
-                master._auth_cache = cache  # type: ignore[attr-defined]
-    return cache
-
-
-_CACHE_LOCK = threading.Lock()
+def _auth_cache(request: Request) -> AuthCache:
+    return request.app.state.auth_cache  # type: ignore[no-any-return]
 
 
 def _bearer(value: str | None) -> str | None:
@@ -141,8 +131,7 @@ def _candidate_tokens(request: Request) -> list[str]:
     return candidates
 
 
-def _cached_principal(master: Master, candidates: list[str]) -> Principal | None:
-    cache = _auth_cache(master)
+def _cached_principal(cache: AuthCache, candidates: list[str]) -> Principal | None:
     for token in candidates:
         cached = cache.get(_auth.token_hash(token))
         if cached is not None:
@@ -152,7 +141,7 @@ def _cached_principal(master: Master, candidates: list[str]) -> Principal | None
 
 async def authenticate_async(request: Request) -> Principal:
     """:func:`authenticate` for hot ``async`` routes: a cached token costs no thread hop."""
-    cached = _cached_principal(master_of(request), _candidate_tokens(request))
+    cached = _cached_principal(_auth_cache(request), _candidate_tokens(request))
     if cached is not None:
         return cached
     from starlette.concurrency import run_in_threadpool
@@ -165,8 +154,8 @@ def authenticate(request: Request) -> Principal:
     ``Grpc-Metadata-x-allocation-token: Bearer``; 401 otherwise."""
     master = master_of(request)
     candidates = _candidate_tokens(request)
-    cache = _auth_cache(master)
-    cached = _cached_principal(master, candidates)
+    cache = _auth_cache(request)
+    cached = _cached_principal(cache, candidates)
     if cached is not None:
         return cached
     with master.db.read() as session:
