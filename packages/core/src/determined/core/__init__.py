@@ -32,6 +32,7 @@ from determined.core._profiler import ProfilerContext
 from determined.core._searcher import SearcherContext, SearcherMode, SearcherOperation, Unit
 from determined.core._tensorboard import TensorboardMode
 from determined.core._train import EarlyExitReason, TrainContext
+from determined.core._trial_runner import TrialRunner
 
 __all__ = [
     "CheckpointContext",
@@ -57,6 +58,7 @@ __all__ = [
     "SearcherOperation",
     "TensorboardMode",
     "TrainContext",
+    "TrialRunner",
     "Unit",
     "hookimpl",
     "hookspec",
