@@ -14,6 +14,7 @@ from determined.client._errors import (
     UnauthenticatedError,
 )
 from determined.client._session import Session
+from determined.client._token_store import TokenStore
 
 __all__ = [
     "APIError",
@@ -22,6 +23,7 @@ __all__ = [
     "MasterNotFoundError",
     "NotFoundError",
     "Session",
+    "TokenStore",
     "UnauthenticatedError",
     "metrics_body",
     "read_context_dir",
