@@ -64,7 +64,7 @@ class TokenStore:
 
     @staticmethod
     def _entry(data: dict[str, Any], master: str) -> dict[str, Any]:
-        entry = data["masters"].setdefault(canonicalize_master_url(master), {})
+        entry: dict[str, Any] = data["masters"].setdefault(canonicalize_master_url(master), {})
         if not isinstance(entry.get("tokens"), dict):
             entry["tokens"] = {}
         return entry
