@@ -13,6 +13,7 @@ from determined.client._errors import (
     NotFoundError,
     UnauthenticatedError,
 )
+from determined.client._login import hash_password, login, logout, master_address
 from determined.client._session import Session
 from determined.client._token_store import TokenStore
 
@@ -25,6 +26,10 @@ __all__ = [
     "Session",
     "TokenStore",
     "UnauthenticatedError",
+    "hash_password",
+    "login",
+    "logout",
+    "master_address",
     "metrics_body",
     "read_context_dir",
     "utc_now_iso",
