@@ -54,3 +54,20 @@ def test_env_user(sqlite_master: Any, store: TokenStore, monkeypatch: pytest.Mon
     monkeypatch.setenv("DET_USER", "admin")
     monkeypatch.setenv("DET_PASS", "")
     assert _me(login(sqlite_master.url, store=store)) == "admin"
+
+
+def test_create_experiment(sqlite_master: Any, store: TokenStore, tmp_path: pathlib.Path) -> None:
+    from determined.client import APIError, create_experiment
+
+    session = login(sqlite_master.url, store=store)
+    (tmp_path / "ctx").mkdir()
+    (tmp_path / "ctx" / "train.py").write_text("print('hi')\n")
+    config = {
+        "name": "x",
+        "entrypoint": "python3 train.py",
+        "searcher": {"name": "single", "metric": "loss", "max_length": 1},
+    }
+    created = create_experiment(session, config, tmp_path / "ctx", activate=False)
+    assert created.id is not None and created.config["name"] == "x"
+    with pytest.raises(APIError, match="searcher"):
+        create_experiment(session, {**config, "searcher": {"name": "nope"}}, tmp_path / "ctx")

@@ -13,12 +13,14 @@ from determined.client._errors import (
     NotFoundError,
     UnauthenticatedError,
 )
+from determined.client._experiments import CreatedExperiment, create_experiment
 from determined.client._login import hash_password, login, logout, master_address
 from determined.client._session import Session
 from determined.client._token_store import TokenStore
 
 __all__ = [
     "APIError",
+    "CreatedExperiment",
     "ForbiddenError",
     "MasterClient",
     "MasterNotFoundError",
@@ -26,6 +28,7 @@ __all__ = [
     "Session",
     "TokenStore",
     "UnauthenticatedError",
+    "create_experiment",
     "hash_password",
     "login",
     "logout",
