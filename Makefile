@@ -12,7 +12,7 @@ WORKERS ?= auto
 
 .PHONY: install test demo lint format lock clean bench
 
-install: $(STAMP)
+install: $(STAMP) legacy-venv
 
 # torch first, from its pin (a CPU build on this machine's disk); then the rest under the lock; then
 # every first-party package in editable mode, without build isolation so no network is needed.
@@ -23,6 +23,38 @@ $(STAMP): requirements/main.txt requirements/constraints.txt $(PACKAGE_FILES)
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
 		$(foreach p,$(PACKAGES),-e $(p))
 	touch $(STAMP)
+
+# Headless Chromium for the web UI's browser tests (tests/webui): Debian's packages, once per venv.
+# Playwright drives /usr/bin/chromium; `playwright install` (a download) is never needed.
+BROWSER_STAMP := $(VENV)/.det-chromium
+install: $(BROWSER_STAMP)
+$(BROWSER_STAMP):
+	@if [ ! -x /usr/bin/chromium ]; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium chromium-driver; \
+	fi
+	mkdir -p $(VENV) && touch $(BROWSER_STAMP)
+
+# The legacy venv (ENV.md): TensorFlow 2.15 with tf.keras (Keras 2) and tf.estimator, which
+# TensorFlow >= 2.16 dropped. `make test` runs the tests that need it (tests/keras/legacy) through it.
+# Add a distribution to LEGACY_PACKAGES (and its third-party needs to LEGACY_REQUIREMENTS) to test it there.
+LEGACY_VENV := .venv-legacy
+LEGACY_STAMP := $(LEGACY_VENV)/.det-installed
+LEGACY_REQUIREMENTS := tensorflow==2.15.1 tensorflow-estimator==2.15.0 keras==2.15.0 numpy==1.26.4 \
+	protobuf==4.25.9 torch==2.13.0 pytest==9.2.0 pytest-timeout==2.4.0 pluggy==1.7.0 \
+	requests==2.34.2 PyYAML==6.0.3 platformdirs==4.14.7 psutil==7.2.2 fsspec==2026.9.0 \
+	hatchling==1.33.0 editables==0.6
+LEGACY_PACKAGES := packages/core packages/plugin-keras
+
+.PHONY: legacy-venv
+legacy-venv: $(LEGACY_STAMP)
+
+$(LEGACY_STAMP): Makefile $(foreach p,$(LEGACY_PACKAGES),$(p)/pyproject.toml)
+	test -x $(LEGACY_VENV)/bin/python || $(PYTHON) -m venv $(LEGACY_VENV)
+	$(LEGACY_VENV)/bin/pip install -q --disable-pip-version-check $(LEGACY_REQUIREMENTS)
+	$(LEGACY_VENV)/bin/pip install -q --disable-pip-version-check --no-deps --no-build-isolation \
+		$(foreach p,$(LEGACY_PACKAGES),-e $(p))
+	touch $(LEGACY_STAMP)
 
 test: install
 	$(BIN)/python -m pytest -n $(WORKERS) -q

@@ -6,6 +6,7 @@ import pathlib
 
 import parallel
 import pytest
+import fake_master
 from fake_master import TRIAL_ID, OnCluster
 
 from determined import core
@@ -107,3 +108,118 @@ def test_no_max_length_gives_clear_error(
     monkeypatch.setenv("DET_CLUSTER_INFO", str(path))
     with core.init() as ctx, pytest.raises(ValueError, match="max_length"):
         next(iter(ctx.searcher.operations()))
+
+
+# ---- operations handed out by the master (upstream 0.37's protocol) ------------------------------
+
+OPERATION = rf"/api/v1/trials/{TRIAL_ID}/searcher/operation"
+COMPLETED = rf"/api/v1/trials/{TRIAL_ID}/searcher/completed_operation"
+
+
+def _serve_ops(fm: fake_master.FakeMaster, *lengths: int) -> None:
+    """Answer the next GETs of the operation with ``lengths`` (as protojson's strings), then
+    ``completed: true`` for good."""
+    for length in lengths:
+        body = {"op": {"validateAfter": {"length": str(length)}}, "completed": False}
+        fm.override("GET", OPERATION, body=body, times=1)
+    fm.override("GET", OPERATION, body={"op": None, "completed": True})
+    fm.override("POST", COMPLETED, body={})
+
+
+def test_on_cluster_operations_come_from_the_master(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master
+    _serve_ops(fm, 25, 100)
+    lengths = []
+    with core.init() as ctx:
+        for op in ctx.searcher.operations():
+            lengths.append(op.length)
+            op.report_progress(op.length / 2)
+            op.report_completed(op.length / 1000)
+    assert lengths == [25, 100]
+    assert len(fm.find("GET", OPERATION)) == 3  # two ops, then completed
+    assert [r.body for r in fm.find("POST", COMPLETED)] == [
+        {"op": {"length": 25}, "searcherMetric": 0.025},
+        {"op": {"length": 100}, "searcherMetric": 0.1},
+    ]
+    assert [r.body["progress"] for r in fm.find("POST", PROGRESS)] == [0.125, 0.25, 0.5, 1.0]
+    (request,) = fm.find("GET", OPERATION)[:1]
+    assert request.headers["Grpc-Metadata-x-allocation-token"] == f"Bearer {fake_master.TOKEN}"
+
+
+def test_a_stopped_trial_gets_no_operation(on_cluster: OnCluster) -> None:
+    _serve_ops(on_cluster.master)
+    with core.init() as ctx:
+        assert list(ctx.searcher.operations()) == []
+    assert on_cluster.master.find("POST", COMPLETED) == []
+
+
+def test_workers_ask_chief_broadcasts_each_operation_and_the_end(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master
+    _serve_ops(fm, 10, 40, 160)
+    pex = parallel.Execution(3)
+
+    def fn() -> list[int]:
+        lengths = []
+        with core.init(distributed=pex.distributed) as ctx:
+            for op in ctx.searcher.operations():
+                lengths.append(op.length)
+                with pex.raises_when(pex.rank != 0, RuntimeError, match="chief"):
+                    op.report_completed(1.0 / op.length)
+        return lengths
+
+    assert pex.run(fn) == [[10, 40, 160]] * 3
+    assert len(fm.find("GET", OPERATION)) == 4  # only the chief asks
+    assert [r.body["op"]["length"] for r in fm.find("POST", COMPLETED)] == [10, 40, 160]
+
+
+def test_chief_only_mode_asks_the_master(on_cluster: OnCluster) -> None:
+    _serve_ops(on_cluster.master, 5)
+    with core.init() as ctx:
+        lengths = []
+        for op in ctx.searcher.operations(core.SearcherMode.ChiefOnly):
+            lengths.append(op.length)
+            op.report_completed(0)
+    assert lengths == [5]
+
+
+def test_master_refusal_is_a_clear_error_on_every_rank(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master
+    message = "searcher.max_length: the searcher loop needs a training length"
+    fm.override("GET", OPERATION, status=400, body={"error": {"error": message}})
+    pex = parallel.Execution(2)
+
+    def fn() -> None:
+        with core.init(distributed=pex.distributed) as ctx:
+            if pex.rank == 0:
+                with pytest.raises(ValueError, match=r"searcher\.max_length"):
+                    next(iter(ctx.searcher.operations()))
+            else:
+                with pytest.raises(RuntimeError, match=r"failed on the chief.*max_length"):
+                    next(iter(ctx.searcher.operations()))
+
+    pex.run(fn)
+
+
+def test_searcher_metric_must_be_a_number_for_the_master(on_cluster: OnCluster) -> None:
+    _serve_ops(on_cluster.master, 5)
+    with core.init() as ctx:
+        for op in ctx.searcher.operations():
+            with pytest.raises(RuntimeError, match="NaN"):
+                op.report_completed(float("nan"))
+            with pytest.raises(TypeError, match="searcher_metric"):
+                op.report_completed({"loss": 1})
+            op.report_completed(2)  # the failed calls did not complete the operation
+    (posted,) = on_cluster.master.find("POST", COMPLETED)
+    assert posted.body["searcherMetric"] == 2.0
+
+
+def test_master_without_the_protocol_gives_one_operation(on_cluster: OnCluster) -> None:
+    fm = on_cluster.master  # the fake answers 404 for the operation routes by default
+    with core.init() as ctx:
+        lengths = []
+        for op in ctx.searcher.operations():
+            lengths.append(op.length)
+            op.report_completed(float("nan"))  # not sent anywhere: accepted, as upstream 0.38
+    assert lengths == [100]
+    assert len(fm.find("GET", OPERATION)) == 1
+    assert fm.find("POST", COMPLETED) == []

@@ -36,6 +36,7 @@ _SUBPACKAGES = {
     "core": "det-core",
     "client": "det-core",
     "config": "det-core",
+    "experimental": "det-core",
     "launch": "det-core",
     "searcher": "det-core",
     "storage": "det-core",
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from determined import client as client
     from determined import config as config
     from determined import core as core
+    from determined import experimental as experimental
     from determined import launch as launch
     from determined import searcher as searcher
     from determined import storage as storage

@@ -136,6 +136,37 @@ class MasterClient:
             (self.session.request("GET", f"/api/v1/trials/{trial_id}") or {}).get("trial") or {}
         )
 
+    # ---- searcher operations (the Core API's searcher loop) ---------------------------------------
+    def get_searcher_operation(self, trial_id: int) -> int | None:
+        """GET /api/v1/trials/{id}/searcher/operation: the length to train to next, or None when
+        the searcher needs nothing more from this trial (``completed``)."""
+        answer = (
+            self.session.request("GET", f"/api/v1/trials/{trial_id}/searcher/operation") or {}
+        )
+        if answer.get("completed"):
+            return None
+        op = answer.get("op") or {}
+        length = (op.get("validateAfter") or op.get("validate_after") or op).get("length")
+        if length is None:
+            raise _errors.APIError(
+                "GET",
+                f"/api/v1/trials/{trial_id}/searcher/operation",
+                502,
+                f"the master's answer has no op.validateAfter.length: {answer}",
+            )
+        return int(length)  # protojson sends 64-bit integers as strings
+
+    def complete_searcher_operation(
+        self, trial_id: int, length: int, searcher_metric: float
+    ) -> None:
+        """POST /api/v1/trials/{id}/searcher/completed_operation (upstream 0.37's body)."""
+        self.session.request(
+            "POST",
+            f"/api/v1/trials/{trial_id}/searcher/completed_operation",
+            body={"op": {"length": length}, "searcherMetric": searcher_metric},
+            idempotent=True,  # the master judges each length once, so a retry is harmless
+        )
+
     # ---- checkpoints ------------------------------------------------------------------------------
     def report_checkpoint(
         self,

@@ -339,7 +339,9 @@ def _init_trial(
         distributed=dist,
         preempt=PreemptContext(dist, sources, client, info.allocation_id, preempt_mode),
         train=train,
-        searcher=SearcherContext(client, dist, trial.trial_id, max_length, units),
+        searcher=SearcherContext(
+            client, dist, trial.trial_id, max_length, units, operations=client
+        ),
         profiler=ProfilerContext(
             lambda group, metrics: train._shipper.report(group, metrics),
             info.agent_id,

@@ -404,15 +404,22 @@ class DistributedContext:
         workers = (config.get("cluster") or {}).get("worker") or []
         if len(workers) > 1:
             index = int(task.get("index", 0))
-            chief_host = workers[0].rsplit(":", 1)[0]
+            if not 0 <= index < len(workers):
+                raise ValueError(
+                    f"TF_CONFIG: task.index {index} is out of range for {len(workers)} workers"
+                )
+            # Workers sharing a host are one node (local ranks); hosts are numbered in order.
+            hosts = [str(worker).rsplit(":", 1)[0] for worker in workers]
+            nodes = list(dict.fromkeys(hosts))
+            peers = [i for i, host in enumerate(hosts) if host == hosts[index]]
             context = cls(
                 rank=index,
                 size=len(workers),
-                local_rank=0,
-                local_size=1,
-                cross_rank=index,
-                cross_size=len(workers),
-                chief_ip=chief_host,
+                local_rank=peers.index(index),
+                local_size=len(peers),
+                cross_rank=nodes.index(hosts[index]),
+                cross_size=len(nodes),
+                chief_ip=hosts[0],
                 pub_port=_env_port(),
             )
             strategy: tf.distribute.Strategy = tf.distribute.MultiWorkerMirroredStrategy()

@@ -15,7 +15,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from determined.master._api import _checkpoints, _experiments, _tasks, _trials, _users
+from determined.master import ui
+from determined.master._api import _checkpoints, _experiments, _models, _tasks, _trials, _users
 from determined.master._api._deps import (
     AuthCache,
     Principal,
@@ -185,10 +186,15 @@ def create_app(master: Master) -> FastAPI:
     # Routes match in registration order: the trial-reporting routes, hit by every running trial many
     # times a second, come first so a request does not try every other route's pattern before them.
     app.include_router(_trials.router)
+    from determined.master._api import _searcher_ops
+
+    app.include_router(_searcher_ops.router)
     app.include_router(info_router)
     app.include_router(_users.router)
     app.include_router(_experiments.router)
     app.include_router(_checkpoints.router)
+    app.include_router(_models.router)
     app.include_router(_tasks.router)
+    ui.install(app)  # the web UI: /, /login, /experiments, ..., /ui/...; never under /api/v1
 
     return app

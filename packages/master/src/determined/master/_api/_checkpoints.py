@@ -144,7 +144,66 @@ def delete_checkpoints(
     with master.db.read() as session:
         for uuid in uuids:
             _get_ckpt(session, uuid)
+        in_registry = _registered(session, uuids)
+    if in_registry:
+        listed = "; ".join(f"{u} ({', '.join(v)})" for u, v in in_registry.items())
+        raise APIError(
+            400,
+            "checkpointUuids: these checkpoints are registered in the model registry and cannot "
+            f"be deleted (delete the model versions first): {listed}",
+        )
     gc_delete(master.db, uuids)
+    return {}
+
+
+@router.post("/api/v1/checkpoints/rm")
+def remove_checkpoint_files(
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Delete the files of checkpoints that match ``checkpointGlobs`` from their storage and
+    record what remains (an empty glob list only refreshes the recorded files)."""
+    from determined.core import _hooks
+    from determined.storage import CheckpointNotFound
+
+    uuids = get(body, "checkpoint_uuids")
+    globs = get(body, "checkpoint_globs") or []
+    if not isinstance(uuids, list) or not all(isinstance(u, str) for u in uuids):
+        raise APIError(400, "checkpointUuids: must be a list of uuids")
+    if not isinstance(globs, list) or not all(isinstance(g, str) and g for g in globs):
+        raise APIError(400, "checkpointGlobs: must be a list of glob patterns")
+    master = master_of(request)
+    configs: dict[str, dict[str, Any]] = {}
+    with master.db.read() as session:
+        for uuid in uuids:
+            configs[uuid] = _storage_config(session, _get_ckpt(session, uuid))
+        in_registry = _registered(session, uuids) if globs else {}
+    if in_registry:
+        listed = "; ".join(f"{u} ({', '.join(v)})" for u, v in in_registry.items())
+        raise APIError(
+            400,
+            "checkpointUuids: these checkpoints are registered in the model registry and their "
+            f"files cannot be removed: {listed}",
+        )
+    for uuid, config in configs.items():
+        try:
+            manager = _hooks.checkpoint_storage(config)
+            remaining = manager.delete(uuid, globs) if globs else manager.list_files(uuid)
+        except CheckpointNotFound:
+            remaining = {}
+        except ValueError as e:
+            raise APIError(400, f"checkpointGlobs: {e}") from None
+        files = {k: int(v) for k, v in remaining.items()}
+        with master.db.write() as session:
+            ckpt = _get_ckpt(session, uuid)
+            deleted_some = set(files) != set((ckpt.resources or {}).keys())
+            ckpt.resources = files
+            ckpt.size = sum(files.values())
+            if not files:
+                ckpt.state = "DELETED"
+            elif deleted_some:
+                ckpt.state = "PARTIALLY_DELETED"
     return {}
 
 
@@ -186,6 +245,7 @@ def list_checkpoints(
     desc = q.get("orderBy") == "ORDER_BY_DESC"
     sort_attr = q.get("sortByAttr") or q.get("sortBy") or "SORT_BY_END_TIME"
     sort_metric = q.get("sortByMetric")
+    order_given = q.get("orderBy") not in (None, "", "ORDER_BY_UNSPECIFIED")
     states = [unstate(s) for s in q.getlist("states") if s]
     with master_of(request).db.read() as session:
         check(session)
@@ -194,6 +254,8 @@ def list_checkpoints(
             stmt = stmt.where(Checkpoint.state.in_(states))
         rows = list(session.scalars(stmt.order_by(Checkpoint.id)))
         out = [_serialize.checkpoint(session, r) for r in rows]
+        if out and not order_given:
+            desc = _best_first_is_desc(out[0], sort_attr, sort_metric)
         if sort_metric or sort_attr == "SORT_BY_SEARCHER_METRIC":
 
             def key(c: dict[str, Any]) -> tuple[int, float]:
@@ -239,6 +301,105 @@ def experiment_checkpoints(
             raise APIError(404, f"experiment {experiment_id} not found")
 
     return list_checkpoints(request, Checkpoint.experiment_id == experiment_id, check)
+
+
+def _best_first_is_desc(sample: dict[str, Any], sort_attr: str, sort_metric: str | None) -> bool:
+    """With no ``orderBy``, a sort by the searcher metric lists the best checkpoint first."""
+    searcher = ((sample.get("training") or {}).get("experimentConfig") or {}).get("searcher") or {}
+    by_searcher = sort_attr == "SORT_BY_SEARCHER_METRIC" and not sort_metric
+    if not (by_searcher or (sort_metric and sort_metric == searcher.get("metric"))):
+        return False
+    return not bool(searcher.get("smaller_is_better", True))
+
+
+def _registered(session: Session, uuids: list[str]) -> dict[str, list[str]]:
+    from determined.master._api._models import registered
+
+    return registered(session, uuids)
+
+
+def _storage_config(session: Session, ckpt: Checkpoint) -> dict[str, Any]:
+    """The checkpoint storage a checkpoint was written to (its run's, else its experiment's)."""
+    from determined.master.db import StorageBackend
+
+    if ckpt.storage_id is not None:
+        backend = session.get(StorageBackend, ckpt.storage_id)
+        if backend is not None and backend.config:
+            return dict(backend.config)
+    exp_id = ckpt.experiment_id
+    if exp_id is None and ckpt.trial_id is not None:
+        run = session.get(Run, ckpt.trial_id)
+        exp_id = run.experiment_id if run else None
+    exp = session.get(Experiment, exp_id) if exp_id is not None else None
+    if exp is None or not exp.config.get("checkpoint_storage"):
+        raise APIError(404, f"checkpoint {ckpt.uuid}: its checkpoint storage is unknown")
+    return dict(exp.config["checkpoint_storage"])
+
+
+def _archive(storage_config: dict[str, Any], uuid: str, zip_format: bool) -> str:
+    """Write checkpoint ``uuid`` into a temporary tar.gz (or zip) file; return its path."""
+    import os
+    import tarfile
+    import tempfile
+    import zipfile
+
+    from determined.core import _hooks
+
+    manager = _hooks.checkpoint_storage(storage_config)
+    fd, path = tempfile.mkstemp(prefix=f"det-ckpt-{uuid}-", suffix=".zip" if zip_format else ".tgz")
+    os.close(fd)
+    try:
+        with manager.restore_path(uuid) as root:
+            if zip_format:
+                with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
+                    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+                        archive.write(file, file.relative_to(root).as_posix())
+            else:
+                with tarfile.open(path, "w:gz") as archive:
+                    for entry in sorted(root.iterdir()):
+                        archive.add(entry, arcname=entry.name)
+    except BaseException:
+        os.unlink(path)
+        raise
+    return path
+
+
+@router.get("/checkpoints/{uuid}", tags=["Checkpoints"])
+def download_checkpoint(request: Request, uuid: str, p: Principal = Depends(authenticate)) -> Any:
+    """A checkpoint's files proxied through the master: a tar.gz (``Accept: application/gzip``,
+    the default) or a zip (``Accept: application/zip``)."""
+    import os
+
+    from fastapi.responses import FileResponse
+    from starlette.background import BackgroundTask
+
+    from determined.storage import CheckpointNotFound
+
+    accept = request.headers.get("accept", "")
+    zip_format = "application/zip" in accept and "application/gzip" not in accept
+    with master_of(request).db.read() as session:
+        ckpt = _get_ckpt(session, uuid)
+        if ckpt.state not in ("COMPLETED", "PARTIALLY_DELETED"):
+            raise APIError(
+                400,
+                f"checkpoint {uuid} is {ckpt.state}: only COMPLETED or PARTIALLY_DELETED "
+                "checkpoints can be downloaded",
+            )
+        storage_config = _storage_config(session, ckpt)
+    try:
+        path = _archive(storage_config, uuid, zip_format)
+    except CheckpointNotFound:
+        raise APIError(
+            404, f"checkpoint {uuid}: its files are not in the checkpoint storage"
+        ) from None
+    except (ValueError, ImportError) as e:
+        raise APIError(400, f"checkpoint {uuid}: cannot read its storage: {e}") from None
+    return FileResponse(
+        path,
+        media_type="application/zip" if zip_format else "application/gzip",
+        filename=f"{uuid}.zip" if zip_format else f"{uuid}.tar.gz",
+        background=BackgroundTask(os.unlink, path),
+    )
 
 
 del Metric

@@ -158,6 +158,7 @@ def list_experiments(
         stmt = stmt.where(Experiment.state.in_(states))
     users = q.getlist("users")
     user_ids = [int_param(u, "userIds") for u in q.getlist("userIds")]
+    stmt = _id_and_project_filters(stmt, q)
     order = q.get("orderBy", "ORDER_BY_ASC")
     sort = q.get("sortBy", "SORT_BY_ID")
     column = SORT_COLUMNS.get(sort, Experiment.id)
@@ -184,6 +185,31 @@ def list_experiments(
             "experiments": [_serialize.experiment(session, r) for r in page],
             "pagination": pagination(offset, limit, len(page), total),
         }
+
+
+def _id_and_project_filters(stmt: Any, q: Any) -> Any:
+    """Upstream's ``experimentIdFilter.*`` and ``projectId`` list filters."""
+    ids = [int_param(x, "experimentIdFilter.incl") for x in q.getlist("experimentIdFilter.incl")]
+    if ids:
+        stmt = stmt.where(Experiment.id.in_(ids))
+    not_in = [
+        int_param(x, "experimentIdFilter.notIn") for x in q.getlist("experimentIdFilter.notIn")
+    ]
+    if not_in:
+        stmt = stmt.where(Experiment.id.not_in(not_in))
+    for op, compare in (
+        ("gt", Experiment.id.__gt__),
+        ("gte", Experiment.id.__ge__),
+        ("lt", Experiment.id.__lt__),
+        ("lte", Experiment.id.__le__),
+    ):
+        bound = int_param(q.get(f"experimentIdFilter.{op}"), f"experimentIdFilter.{op}")
+        if bound is not None:
+            stmt = stmt.where(compare(bound))
+    project_id = int_param(q.get("projectId"), "projectId")
+    if project_id:
+        stmt = stmt.where(Experiment.project_id == project_id)
+    return stmt
 
 
 @router.get("/api/v1/experiments/{experiment_id}")
@@ -263,6 +289,11 @@ def patch_experiment(
                         raise APIError(400, f"checkpointStorage.{key}: must be >= 0")
                     cs[key] = number
             config["checkpoint_storage"] = cs
+            if exp.state in TERMINAL_STATES:
+                # Like upstream (`det e set gc-policy`), a finished experiment is collected at once
+                # under its new policy; a running one is collected when it ends.
+                gc_exp_id = exp.id
+                manager.effect(lambda: manager._start_gc(gc_exp_id))
         exp.config = config
         session.flush()
         return {"experiment": _serialize.experiment(session, exp, full=True)}
@@ -352,6 +383,7 @@ def delete_experiment(
             raise APIError(400, "Experiment is not in terminal state.")
         if not principal.user.admin and principal.user.id != exp.owner_id:
             raise APIError(403, "only the owner or an admin may delete an experiment")
+        _refuse_if_registered(session, experiment_id)
         exp.state = "DELETING"
     with master.db.read() as session:
         uuids = list(
@@ -381,6 +413,23 @@ def delete_experiment(
         )
         session.execute(delete(Experiment).where(Experiment.id == experiment_id))
     return {}
+
+
+def _refuse_if_registered(session: Session, experiment_id: int) -> None:
+    """An experiment whose checkpoints are model versions stays (deleting it would delete them)."""
+    from determined.master._api._models import registered
+
+    uuids = session.scalars(
+        select(Checkpoint.uuid).where(Checkpoint.experiment_id == experiment_id)
+    )
+    in_registry = registered(session, list(uuids))
+    if in_registry:
+        versions = sorted({v for found in in_registry.values() for v in found})
+        raise APIError(
+            400,
+            f"experiment {experiment_id} has checkpoints registered in the model registry "
+            f"({', '.join(versions)}); delete those model versions first",
+        )
 
 
 @router.get("/api/v1/experiments/{experiment_id}/trials")

@@ -70,10 +70,11 @@ def checkpoint(session: Session, row: Checkpoint, *, with_training: bool = True)
                 .order_by(Metric.id.desc())
                 .limit(1)
             )
-            training["validationMetrics"] = (
-                {"avgMetrics": clean_float(val.metrics.get("avg_metrics") or {})} if val else {}
-            )
-            training["trainingMetrics"] = {}
+            # Upstream's client requires ``avgMetrics`` in every metrics object it is sent.
+            training["validationMetrics"] = {
+                "avgMetrics": clean_float(val.metrics.get("avg_metrics") or {}) if val else {}
+            }
+            training["trainingMetrics"] = {"avgMetrics": {}}
             training["searcherMetric"] = (
                 clean_float((val.metrics.get("avg_metrics") or {}).get(metric_name))
                 if val and metric_name

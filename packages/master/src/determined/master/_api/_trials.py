@@ -220,6 +220,71 @@ def trial_checkpoints(
     )
 
 
+WORKLOAD_FILTERS = {
+    "": ("training", "validation", "checkpoint"),
+    "FILTER_OPTION_UNSPECIFIED": ("training", "validation", "checkpoint"),
+    "FILTER_OPTION_CHECKPOINT": ("checkpoint",),
+    "FILTER_OPTION_VALIDATION": ("validation",),
+    "FILTER_OPTION_CHECKPOINT_OR_VALIDATION": ("validation", "checkpoint"),
+}
+
+
+@router.get("/api/v1/trials/{trial_id}/workloads")
+def trial_workloads(
+    request: Request, trial_id: int, p: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """A trial's training, validation and checkpoint reports as upstream's workload containers,
+    in step order (``filter``, ``orderBy``, ``offset``/``limit``, ``includeBatchMetrics``)."""
+    from determined.master._wire import pagination, state
+
+    q = request.query_params
+    kinds = WORKLOAD_FILTERS.get(q.get("filter") or "")
+    if kinds is None:
+        raise APIError(400, f"filter: unknown option {q.get('filter')!r}")
+    offset = int_param(q.get("offset"), "offset", 0) or 0
+    limit = int_param(q.get("limit"), "limit", 0) or 0
+    if offset < 0 or limit < 0:
+        raise APIError(400, "offset and limit: must be >= 0")
+    with_batches = q.get("includeBatchMetrics", "").lower() in ("1", "true")
+    kind_order = {"training": 0, "validation": 1, "checkpoint": 2}
+    items: list[tuple[int, int, int, dict[str, Any]]] = []
+    with master_of(request).db.read() as session:
+        _get_run(session, trial_id)
+        groups = [k for k in ("training", "validation") if k in kinds]
+        if groups:
+            for row in session.scalars(
+                select(Metric).where(
+                    Metric.trial_id == trial_id,
+                    Metric.group.in_(groups),
+                    Metric.archived.is_(False),
+                )
+            ):
+                workload = _serialize.metrics_workload(row) or {}
+                if not with_batches:
+                    workload["metrics"]["batchMetrics"] = []
+                items.append(
+                    (row.total_batches, kind_order[row.group], row.id, {row.group: workload})
+                )
+        if "checkpoint" in kinds:
+            for ckpt in session.scalars(select(Checkpoint).where(Checkpoint.trial_id == trial_id)):
+                workload = {
+                    "uuid": ckpt.uuid,
+                    "endTime": ts(ckpt.report_time),
+                    "state": state(ckpt.state),
+                    "resources": {k: str(v) for k, v in (ckpt.resources or {}).items()},
+                    "totalBatches": ckpt.steps_completed,
+                    "metadata": ckpt.metadata_ or {},
+                }
+                items.append((ckpt.steps_completed, 2, ckpt.id, {"checkpoint": workload}))
+    items.sort(key=lambda item: item[:3], reverse=q.get("orderBy") == "ORDER_BY_DESC")
+    total = len(items)
+    page = items[offset : offset + limit] if limit else items[offset:]
+    return {
+        "workloads": [item[3] for item in page],
+        "pagination": pagination(offset, limit, len(page), total),
+    }
+
+
 @router.post("/api/v1/runs/start")
 def runs_start(
     request: Request,

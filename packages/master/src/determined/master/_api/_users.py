@@ -14,6 +14,8 @@ from determined.master._api import _serialize
 from determined.master._api._deps import (
     Principal,
     authenticate,
+    bool_param,
+    json_any,
     json_body,
     master_of,
     require_admin,
@@ -91,9 +93,13 @@ def users_me(principal: Principal = Depends(authenticate)) -> dict[str, Any]:
 
 @router.get("/api/v1/users", tags=["Users"])
 def list_users(request: Request, principal: Principal = Depends(authenticate)) -> dict[str, Any]:
-    """Every user."""
+    """Every user (only the active or the inactive ones with ``active=true|false``)."""
+    active = request.query_params.get("active")
+    stmt = select(User).order_by(User.id)
+    if active not in (None, ""):
+        stmt = stmt.where(User.active.is_(bool_param(active)))
     with master_of(request).db.read() as session:
-        users = list(session.scalars(select(User).order_by(User.id)))
+        users = list(session.scalars(stmt))
         return {
             "users": [_serialize.user(u) for u in users],
             "pagination": pagination(0, len(users), len(users), len(users)),
@@ -203,13 +209,17 @@ def patch_user(
 def set_password(
     request: Request,
     user_id: int,
-    body: dict[str, Any] = Depends(json_body),
+    raw: Any = Depends(json_any),
     principal: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Set a user's password (the user themself or an admin). Like upstream, the password
-    arrives in plain text unless ``isHashed`` says otherwise; the master salts and hashes it."""
+    arrives in plain text unless ``isHashed`` says otherwise; the master salts and hashes it.
+    The body is ``{"password": ...}`` or, as upstream's gateway takes it, a bare JSON string."""
     if principal.user.id != user_id:
         require_admin(principal)
+    body: dict[str, Any] = {"password": raw} if isinstance(raw, str) else raw
+    if not isinstance(body, dict):
+        raise APIError(400, 'password: send {"password": ...} or a JSON string')
     password = body.get("password")
     if not isinstance(password, str):
         raise APIError(400, "password: required")

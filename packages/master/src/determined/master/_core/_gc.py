@@ -9,7 +9,7 @@ from typing import Any
 from sqlalchemy import select
 
 from determined.master import _wire
-from determined.master.db import Checkpoint, Database, Experiment, Metric, Run
+from determined.master.db import Checkpoint, Database, Experiment, Metric, ModelVersion, Run
 
 logger = logging.getLogger("determined.master")
 
@@ -71,9 +71,10 @@ def checkpoints_to_delete(session: Any, exp: Experiment) -> list[Checkpoint]:
 
 def delete_checkpoints(db: Database, uuids: list[str]) -> None:
     """Delete checkpoints from their storage and mark them DELETED (PARTIALLY_DELETED when files
-    remain)."""
+    remain). Checkpoints registered as model versions are never deleted."""
     from determined.core import _hooks
 
+    uuids = unregistered(db, uuids)
     for uuid in uuids:
         with db.read() as session:
             ckpt = session.scalar(select(Checkpoint).where(Checkpoint.uuid == uuid))
@@ -93,6 +94,21 @@ def delete_checkpoints(db: Database, uuids: list[str]) -> None:
                 row.state = "PARTIALLY_DELETED" if remaining else "DELETED"
                 row.resources = {k: str(v) for k, v in remaining.items()}
                 row.size = sum(int(v) for v in remaining.values())
+
+
+def unregistered(db: Database, uuids: list[str]) -> list[str]:
+    """``uuids`` minus the checkpoints the model registry holds (they outlive every GC policy)."""
+    if not uuids:
+        return []
+    with db.read() as session:
+        kept = set(
+            session.scalars(
+                select(ModelVersion.checkpoint_uuid).where(ModelVersion.checkpoint_uuid.in_(uuids))
+            )
+        )
+    if kept:
+        logger.info("master: keeping checkpoints registered as model versions: %s", sorted(kept))
+    return [u for u in uuids if u not in kept]
 
 
 def _storage_config_of(session: Any, ckpt: Checkpoint) -> dict[str, Any] | None:

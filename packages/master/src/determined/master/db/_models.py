@@ -21,6 +21,7 @@ from sqlalchemy import (
     LargeBinary,
     String,
     Text,
+    UniqueConstraint,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -250,7 +251,7 @@ class TaskLog(Base):
 
 
 class Model(Base):
-    """A registered model (model registry; API to come)."""
+    """A registered model of the model registry (``/api/v1/models``)."""
 
     __tablename__ = "models"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
@@ -286,4 +287,11 @@ class ModelVersion(Base):
     user_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     creation_time: Mapped[datetime.datetime] = mapped_column(
         DateTime(timezone=True), default=utcnow
+    )
+    last_updated_time: Mapped[datetime.datetime | None] = mapped_column(
+        DateTime(timezone=True), nullable=True, default=utcnow
+    )
+    __table_args__ = (
+        UniqueConstraint("model_id", "version", name="uq_model_versions_model_id_version"),
+        Index("ix_model_versions_checkpoint_uuid", "checkpoint_uuid"),
     )

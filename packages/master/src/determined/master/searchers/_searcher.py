@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from determined.core import _hooks
+from determined.master.searchers._config import get_length
 from determined.searcher import (
     Action,
     Create,
@@ -16,7 +17,26 @@ from determined.searcher import (
     SearchContext,
     SearchMethod,
     Shutdown,
+    Stop,
 )
+
+
+def _number(value: Any) -> float | None:
+    """``value`` as a finite float, or None when it is not a real number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _training_length(section: Mapping[str, Any]) -> tuple[str | None, int | None]:
+    """``(time_metric, full length)`` of a searcher section; ``None`` for what it does not set."""
+    try:
+        time_metric, max_time = get_length(section)
+    except ValueError:
+        name = section.get("time_metric")
+        return (str(name) if name else None), None
+    return time_metric, max_time
 
 
 def _experiment_seed(config: Mapping[str, Any]) -> int:
@@ -38,6 +58,18 @@ class Searcher:
     counts requested trials, created/closed trials, exits, cancels and failures, and emits
     :class:`Shutdown` once every requested trial has exited: ``failure`` when all of them errored,
     ``cancel`` when all of them were canceled.
+
+    Validations reach the method at most once per training length: a trial the method stopped
+    reports nothing more (its Stop means "no more results needed"; upstream fed a stopped trial's
+    late reports to ASHA again, which recorded it twice in a rung and created an extra trial), and a
+    report whose ``time_metric`` value is not beyond the last one fed for that trial is dropped
+    (a restarted trial re-reporting a length it already reported, or a validation arriving after
+    the completed operation of the same length).
+
+    It also answers the operations protocol of the Core API's searcher loop
+    (:meth:`next_operation`, :meth:`operation_completed`): the lengths come from the method's
+    :meth:`~determined.searcher.SearchMethod.rung_lengths` (ASHA rungs), else one operation of the
+    full length (``max_time``, or the legacy ``max_length``).
 
     Args:
         config: the whole, validated experiment config.
@@ -66,11 +98,25 @@ class Searcher:
         self.cancels: dict[str, bool] = {}
         self.failures: dict[str, bool] = {}
         self.trial_progress: dict[str, float] = {}
+        self.stopped: dict[str, bool] = {}
+        """Trials the method stopped: their later reports are not fed to it."""
+        self.validated_time: dict[str, float] = {}
+        """Per trial, the largest ``time_metric`` value fed to the method."""
+        self.op_lengths: dict[str, int] = {}
+        """Trials on the operations protocol, with the longest operation they completed (0: none)."""
+        section = config.get("searcher") or {}
+        if not isinstance(section, Mapping):
+            raise ValueError(f"searcher: expected a mapping, got {section!r}")
+        metric = section.get("metric")
+        self.metric_name: str | None = metric if isinstance(metric, str) and metric else None
+        self.time_metric, self.max_time = _training_length(section)
 
     def _record(self, actions: list[Action]) -> list[Action]:
         for action in actions:
             if isinstance(action, Create):
                 self.trials_requested += 1
+            elif isinstance(action, Stop):
+                self.stopped[action.request_id] = True
         return actions
 
     def _shutdown_if_done(self, actions: list[Action], with_cancel: bool) -> list[Action]:
@@ -104,13 +150,83 @@ class Searcher:
     def validation_completed(self, request_id: str, metrics: Mapping[str, Any]) -> list[Action]:
         """A trial reported validation metrics.
 
+        Dropped (answering no actions) when the method stopped the trial or already judged it at
+        this ``time_metric`` value or beyond. A trial on the operations protocol is judged by its
+        completed operations: its validations reach the method only when they carry both the
+        searcher metric and the time metric as numbers (so 0.37-style code that reports neither is
+        not an error).
+
         Raises:
             ValueError: the method needs the searcher metric or time metric and it is missing or
                 not a number (the experiment should then fail, as upstream).
         """
         if not isinstance(metrics, Mapping):
             raise ValueError(f"validation metrics: expected a mapping, got {metrics!r}")
+        if request_id in self.stopped:
+            return []
+        time_value = _number(metrics.get(self.time_metric)) if self.time_metric else None
+        if request_id in self.op_lengths and (
+            time_value is None
+            or self.metric_name is None
+            or _number(metrics.get(self.metric_name)) is None
+        ):
+            return []
+        return self._feed(request_id, metrics, time_value)
+
+    def _feed(
+        self, request_id: str, metrics: Mapping[str, Any], time_value: float | None
+    ) -> list[Action]:
+        if time_value is not None:
+            seen = self.validated_time.get(request_id)
+            if seen is not None and time_value <= seen:
+                return []
+            self.validated_time[request_id] = time_value
         return self._record(list(self.method.validation_completed(self._ctx, request_id, metrics)))
+
+    def next_operation(self, request_id: str) -> int | None:
+        """The length the trial should train to next (``op.length``), or None when it is done.
+
+        Marks the trial as one on the operations protocol. A trial is done once the method stopped
+        it, it exited, or it completed an operation of every length the method plans for it.
+
+        Raises:
+            ValueError: the search has no training length (no ``max_time``/``max_length``, and the
+                method plans none), naming the field.
+        """
+        done = self.op_lengths.setdefault(request_id, 0)
+        if request_id in self.stopped or request_id in self.trials_closed:
+            return None
+        lengths = self.method.rung_lengths(request_id)
+        if lengths is None:
+            if self.max_time is None:
+                raise ValueError(
+                    "searcher.max_length: the searcher loop needs a training length; set "
+                    "searcher.max_time and searcher.time_metric (or the legacy max_length)"
+                )
+            lengths = [self.max_time]
+        for length in lengths:
+            if length > done:
+                return int(length)
+        return None
+
+    def operation_completed(
+        self, request_id: str, length: int, searcher_metric: float
+    ) -> list[Action]:
+        """The trial trained to ``length`` and reports ``searcher_metric`` (``op.report_completed``).
+
+        Fed to the method as a validation ``{metric: searcher_metric, time_metric: length}``,
+        unless the trial already reported a validation at this length or beyond (then the method
+        has judged it already), or the method stopped it.
+        """
+        self.op_lengths[request_id] = max(self.op_lengths.get(request_id, 0), int(length))
+        if request_id in self.stopped:
+            return []
+        metrics: dict[str, Any] = {}
+        if self.metric_name is not None:
+            metrics[self.metric_name] = searcher_metric
+        if self.time_metric is not None:
+            metrics[self.time_metric] = int(length)
+        return self._feed(request_id, metrics, float(length))
 
     def trial_exited(self, request_id: str) -> list[Action]:
         """A trial's process is gone for good; may end the search with :class:`Shutdown`."""
@@ -160,6 +276,9 @@ class Searcher:
             "cancels": dict(self.cancels),
             "failures": dict(self.failures),
             "trial_progress": dict(self.trial_progress),
+            "stopped": dict(self.stopped),
+            "validated_time": dict(self.validated_time),
+            "op_lengths": dict(self.op_lengths),
             "rand": self.rng.state_dict(),
             "search_method_state": copy.deepcopy(self.method.state_dict()),
         }
@@ -175,6 +294,11 @@ class Searcher:
         self.trial_progress = {
             str(k): float(v) for k, v in (state.get("trial_progress") or {}).items()
         }
+        self.stopped = {str(k): True for k in state.get("stopped") or {}}
+        self.validated_time = {
+            str(k): float(v) for k, v in (state.get("validated_time") or {}).items()
+        }
+        self.op_lengths = {str(k): int(v) for k, v in (state.get("op_lengths") or {}).items()}
         if state.get("rand") is not None:
             self.rng.load_state_dict(state["rand"])
         self.method.load_state_dict(copy.deepcopy(state.get("search_method_state") or {}))

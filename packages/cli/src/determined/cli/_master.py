@@ -1,0 +1,86 @@
+"""``det master``: the master's description, configuration and logs."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from determined.cli import _render, _session
+from determined.cli._declarative import Arg, Cmd, Group
+
+
+def info(args: argparse.Namespace) -> None:
+    answer = _session.unauth_session(args).request("GET", "/api/v1/master") or {}
+    if args.json:
+        _render.print_json(answer)
+    else:
+        sys.stdout.write(_render.dump_yaml(answer))
+
+
+def show_config(args: argparse.Namespace) -> None:
+    config = _session.get(args, "/api/v1/master/config").get("config") or {}
+    if args.json:
+        _render.print_json(config)
+    else:
+        sys.stdout.write(_render.dump_yaml(config))
+
+
+def logs(args: argparse.Namespace) -> None:
+    if args.tail is not None and args.tail < 0:
+        from determined.cli._errors import CliError
+
+        raise CliError(f"--tail: must be >= 0, got {args.tail}")
+    params = {"follow": "true" if args.follow else None}
+    if args.tail:
+        params["offset"] = str(-args.tail)
+    session = _session.setup_session(args)
+    query = {k: v for k, v in params.items() if v is not None}
+    for item in session.stream("/api/v1/master/logs", params=query):
+        entry = item.get("logEntry") or {}
+        print(f"{entry.get('timestamp')} [{entry.get('level') or ''}]: {entry.get('message')}")
+        sys.stdout.flush()
+
+
+COMMANDS = [
+    Cmd(
+        "master",
+        None,
+        "manage master",
+        [
+            Cmd(
+                "info",
+                info,
+                "fetch master info",
+                [Arg("--json", action="store_true", help="print as JSON")],
+            ),
+            Cmd(
+                "config",
+                None,
+                "manage master config",
+                [
+                    Cmd(
+                        "show",
+                        show_config,
+                        "show master config",
+                        [
+                            Group(
+                                Arg("--json", action="store_true", help="print as JSON"),
+                                Arg("--yaml", action="store_true", help="print as YAML"),
+                            )
+                        ],
+                        default=True,
+                    )
+                ],
+            ),
+            Cmd(
+                "logs",
+                logs,
+                "fetch master logs",
+                [
+                    Arg("-f", "--follow", action="store_true", help="keep streaming new records"),
+                    Arg("--tail", type=int, help="number of records to show from the end"),
+                ],
+            ),
+        ],
+    )
+]

@@ -1,0 +1,566 @@
+"""Model registry routes: models, their versions (registered checkpoints), labels, archiving.
+
+Paths and JSON follow upstream's ``/api/v1/models`` API. A model is addressed by its name or, when
+the path segment is all digits, by its numeric id (upstream's rule, which is also why model names
+may not be all digits). A checkpoint registered as a model version is protected: checkpoint GC,
+``DELETE /api/v1/checkpoints`` and experiment deletion leave it alone (see :func:`registered`).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy import delete, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from determined.master._api import _serialize
+from determined.master._api._deps import (
+    Principal,
+    authenticate,
+    bool_param,
+    int_param,
+    json_body,
+    master_of,
+)
+from determined.master._wire import APIError, get, pagination, sub_object, ts, unstate
+from determined.master.db import Checkpoint, Model, ModelVersion, User, utcnow
+
+router = APIRouter(tags=["Models"])
+
+WORKSPACE_ID = 1
+WORKSPACE_NAME = "Uncategorized"
+"""This master has the one default workspace upstream creates."""
+
+MODEL_SORT = {
+    "SORT_BY_UNSPECIFIED": lambda m: m["id"],
+    "SORT_BY_NAME": lambda m: m["name"].lower(),
+    "SORT_BY_DESCRIPTION": lambda m: m["description"].lower(),
+    "SORT_BY_CREATION_TIME": lambda m: m["creationTime"] or "",
+    "SORT_BY_LAST_UPDATED_TIME": lambda m: m["lastUpdatedTime"] or "",
+    "SORT_BY_NUM_VERSIONS": lambda m: m["numVersions"],
+    "SORT_BY_WORKSPACE": lambda m: m["workspaceId"],
+}
+VERSION_SORT = {
+    "SORT_BY_UNSPECIFIED": lambda v: v["version"],
+    "SORT_BY_VERSION": lambda v: v["version"],
+    "SORT_BY_CREATION_TIME": lambda v: v["creationTime"] or "",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+
+def registered(session: Session, uuids: Iterable[str]) -> dict[str, list[str]]:
+    """Which of ``uuids`` are registered as model versions: uuid -> ["model vN", ...]."""
+    wanted = list(dict.fromkeys(uuids))
+    if not wanted:
+        return {}
+    rows = session.execute(
+        select(ModelVersion.checkpoint_uuid, Model.name, ModelVersion.version)
+        .join(Model, Model.id == ModelVersion.model_id)
+        .where(ModelVersion.checkpoint_uuid.in_(wanted))
+        .order_by(Model.name, ModelVersion.version)
+    ).all()
+    out: dict[str, list[str]] = {}
+    for uuid, name, version in rows:
+        out.setdefault(uuid, []).append(f"{name!r} version {version}")
+    return out
+
+
+def check_name(session: Session, name: Any, *, field: str, exclude_id: int | None = None) -> str:
+    """A valid, unused model name (upstream's rules), or a 400/409 naming ``field``."""
+    if not isinstance(name, str) or not name.strip():
+        raise APIError(400, f"{field}: model names cannot be blank")
+    if "  " in name:
+        raise APIError(400, f"{field}: model names cannot have excessive spacing")
+    if "/" in name or "\\" in name:
+        raise APIError(400, f"{field}: model names cannot have slashes")
+    if re.fullmatch(r"\d+", name):
+        raise APIError(400, f"{field}: model names cannot be only numbers")
+    stmt = select(Model.id).where(func.lower(Model.name) == name.lower())
+    if exclude_id is not None:
+        stmt = stmt.where(Model.id != exclude_id)
+    if session.scalar(stmt) is not None:
+        raise APIError(409, f"{field}: a model named {name!r} already exists (case-insensitive)")
+    return name
+
+
+def _labels(value: Any, field: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(x, str) for x in value):
+        raise APIError(400, f"{field}: must be a list of strings")
+    return list(dict.fromkeys(value))
+
+
+def _metadata(value: Any, field: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise APIError(400, f"{field}: must be an object")
+    return value
+
+
+def _text(value: Any, field: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise APIError(400, f"{field}: must be a string")
+    return value
+
+
+def _workspace(body: dict[str, Any]) -> int:
+    """The workspace a request names (only the default one exists here)."""
+    ws_id = int_param(get(body, "workspace_id"), "workspaceId")
+    ws_name = get(body, "workspace_name")
+    if ws_id not in (None, 0, WORKSPACE_ID):
+        raise APIError(404, f"workspaceId: workspace {ws_id} not found")
+    if ws_name not in (None, "", WORKSPACE_NAME):
+        raise APIError(404, f"workspaceName: workspace {ws_name!r} not found")
+    return WORKSPACE_ID
+
+
+def find_model(session: Session, identifier: str) -> Model:
+    """The model named ``identifier`` (or with that numeric id); 404 otherwise."""
+    if re.fullmatch(r"\d+", identifier):
+        model = session.get(Model, int(identifier))
+    else:
+        model = session.scalar(select(Model).where(Model.name == identifier))
+    if model is None:
+        raise APIError(404, f"model {identifier!r} not found")
+    return model
+
+
+def find_version(session: Session, identifier: str, number: int) -> tuple[Model, ModelVersion]:
+    model = find_model(session, identifier)
+    version = session.scalar(
+        select(ModelVersion).where(
+            ModelVersion.model_id == model.id, ModelVersion.version == number
+        )
+    )
+    if version is None:
+        raise APIError(404, f"version {number} of model {identifier!r} not found")
+    return model, version
+
+
+def _username(session: Session, user_id: int | None) -> str:
+    user = session.get(User, user_id) if user_id is not None else None
+    return user.username if user else ""
+
+
+def model_json(session: Session, row: Model) -> dict[str, Any]:
+    """Upstream's ``v1Model``."""
+    versions = session.scalar(
+        select(func.count(ModelVersion.id)).where(ModelVersion.model_id == row.id)
+    )
+    return {
+        "id": row.id,
+        "name": row.name,
+        "description": row.description or "",
+        "metadata": row.metadata_ or {},
+        "creationTime": ts(row.creation_time),
+        "lastUpdatedTime": ts(row.last_updated_time),
+        "numVersions": int(versions or 0),
+        "labels": list(row.labels or []),
+        "username": _username(session, row.user_id),
+        "userId": row.user_id or 0,
+        "archived": bool(row.archived),
+        "notes": row.notes or "",
+        "workspaceId": row.workspace_id or WORKSPACE_ID,
+    }
+
+
+def _checkpoint_json(session: Session, uuid: str) -> dict[str, Any]:
+    ckpt = session.scalar(select(Checkpoint).where(Checkpoint.uuid == uuid))
+    if ckpt is not None:
+        return _serialize.checkpoint(session, ckpt)
+    # Registered checkpoints are never deleted by the master; this covers rows removed by hand.
+    return {
+        "uuid": uuid,
+        "resources": {},
+        "metadata": {},
+        "state": "STATE_DELETED",
+        "training": {},
+    }
+
+
+def version_json(
+    session: Session, model: Model, row: ModelVersion, model_out: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Upstream's ``v1ModelVersion``."""
+    return {
+        "id": row.id,
+        "version": row.version,
+        "model": model_out if model_out is not None else model_json(session, model),
+        "checkpoint": _checkpoint_json(session, row.checkpoint_uuid),
+        "name": row.name or "",
+        "comment": row.comment or "",
+        "notes": row.notes or "",
+        "labels": list(row.labels or []),
+        "metadata": row.metadata_ or {},
+        "creationTime": ts(row.creation_time),
+        "lastUpdatedTime": ts(row.last_updated_time or row.creation_time),
+        "username": _username(session, row.user_id),
+        "userId": row.user_id or 0,
+    }
+
+
+def _page(items: list[Any], offset: int, limit: int) -> list[Any]:
+    if offset < 0:
+        offset = max(len(items) + offset, 0)
+    return items[offset : offset + limit] if limit else items[offset:]
+
+
+def _may_delete(principal: Principal, owner_id: int | None, what: str) -> None:
+    if not principal.user.admin and principal.user.id != owner_id:
+        raise APIError(403, f"only the owner of this {what} or an admin may delete it")
+
+
+# ---------------------------------------------------------------------------------------------
+# models
+
+
+@router.post("/api/v1/models")
+def post_model(
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Create a model: ``{name, description, metadata, labels, notes, workspaceId|Name}``."""
+    workspace_id = _workspace(body)
+    with master_of(request).db.write() as session:
+        name = check_name(session, get(body, "name"), field="name")
+        now = utcnow()
+        row = Model(
+            name=name,
+            description=_text(get(body, "description"), "description"),
+            metadata_=_metadata(get(body, "metadata"), "metadata"),
+            labels=_labels(get(body, "labels"), "labels"),
+            notes=_text(get(body, "notes"), "notes"),
+            user_id=principal.user.id,
+            workspace_id=workspace_id,
+            creation_time=now,
+            last_updated_time=now,
+        )
+        session.add(row)
+        session.flush()
+        return {"model": model_json(session, row)}
+
+
+@router.get("/api/v1/models")
+def get_models(request: Request, principal: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """List models with upstream's filters, sorting and pagination (``limit`` 0 = all)."""
+    q = request.query_params
+    offset = int_param(q.get("offset"), "offset", 0) or 0
+    limit = int_param(q.get("limit"), "limit", 0) or 0
+    if limit < 0:
+        raise APIError(400, "limit: must be >= 0")
+    sort = q.get("sortBy") or "SORT_BY_UNSPECIFIED"
+    if sort not in MODEL_SORT:
+        raise APIError(400, f"sortBy: unsupported value {sort!r}")
+    order = q.get("orderBy") or "ORDER_BY_ASC"
+    if order not in ("ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC"):
+        raise APIError(400, f"orderBy: unsupported value {order!r}")
+    stmt = select(Model)
+    model_id = int_param(q.get("id"), "id")
+    if model_id:
+        stmt = stmt.where(Model.id == model_id)
+    if q.get("archived") not in (None, ""):
+        stmt = stmt.where(Model.archived.is_(bool_param(q.get("archived"))))
+    if q.get("name"):
+        stmt = stmt.where(func.lower(Model.name).contains(q["name"].lower(), autoescape=True))
+    if q.get("description"):
+        stmt = stmt.where(
+            func.lower(Model.description).contains(q["description"].lower(), autoescape=True)
+        )
+    user_ids = [int_param(u, "userIds") for u in q.getlist("userIds") if u]
+    workspace_ids = [int_param(w, "workspaceIds") for w in q.getlist("workspaceIds") if w]
+    workspace_names = [w for w in q.getlist("workspaceNames") if w]
+    wanted_labels = set(filter(None, q.getlist("labels")))
+    users = [u for u in q.getlist("users") if u]
+    with master_of(request).db.read() as session:
+        if users:
+            user_ids += list(session.scalars(select(User.id).where(User.username.in_(users))))
+            if not user_ids:
+                stmt = stmt.where(Model.id.is_(None))
+        if user_ids:
+            stmt = stmt.where(Model.user_id.in_(user_ids))
+        if workspace_ids:
+            stmt = stmt.where(Model.workspace_id.in_(workspace_ids))
+        if workspace_names and WORKSPACE_NAME not in workspace_names:
+            stmt = stmt.where(Model.id.is_(None))
+        rows = list(session.scalars(stmt.order_by(Model.id)))
+        if wanted_labels:
+            rows = [r for r in rows if wanted_labels <= set(r.labels or [])]
+        models = [model_json(session, r) for r in rows]
+    models.sort(key=MODEL_SORT[sort], reverse=order == "ORDER_BY_DESC")
+    page = _page(models, offset, limit)
+    return {"models": page, "pagination": pagination(offset, limit, len(page), len(models))}
+
+
+@router.get("/api/v1/model/labels")
+def get_model_labels(
+    request: Request, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Every label used on a model, most used first."""
+    counts: dict[str, int] = {}
+    with master_of(request).db.read() as session:
+        for labels in session.scalars(select(Model.labels)):
+            for label in labels or []:
+                counts[label] = counts.get(label, 0) + 1
+    return {"labels": sorted(counts, key=lambda label: (-counts[label], label))}
+
+
+@router.get("/api/v1/models/{model_name}")
+def get_model(
+    request: Request, model_name: str, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """One model, by name or numeric id."""
+    with master_of(request).db.read() as session:
+        return {"model": model_json(session, find_model(session, model_name))}
+
+
+@router.patch("/api/v1/models/{model_name}")
+def patch_model(
+    request: Request,
+    model_name: str,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Change a model's name, description, notes, metadata, labels or workspace (the body is
+    upstream's ``PatchModel``, bare or wrapped in ``{"model": ...}``)."""
+    patch = sub_object(body, "model")
+    with master_of(request).db.write() as session:
+        model = find_model(session, model_name)
+        if model.archived:
+            raise APIError(
+                400, f"model {model.name!r} is archived and cannot have attributes updated"
+            )
+        if get(patch, "name") is not None and get(patch, "name") != model.name:
+            model.name = check_name(
+                session, get(patch, "name"), field="model.name", exclude_id=model.id
+            )
+        if get(patch, "description") is not None:
+            model.description = _text(get(patch, "description"), "model.description")
+        if get(patch, "notes") is not None:
+            model.notes = _text(get(patch, "notes"), "model.notes")
+        if get(patch, "metadata") is not None:
+            model.metadata_ = _metadata(get(patch, "metadata"), "model.metadata")
+        if get(patch, "labels") is not None:
+            model.labels = _labels(get(patch, "labels"), "model.labels")
+        if get(patch, "workspace_id") is not None or get(patch, "workspace_name") is not None:
+            model.workspace_id = _workspace(patch)
+        model.last_updated_time = utcnow()
+        session.flush()
+        return {"model": model_json(session, model)}
+
+
+def _set_archived(request: Request, model_name: str, archived: bool) -> dict[str, Any]:
+    with master_of(request).db.write() as session:
+        model = find_model(session, model_name)
+        model.archived = archived
+        model.last_updated_time = utcnow()
+    return {}
+
+
+@router.post("/api/v1/models/{model_name}/archive")
+def archive_model(
+    request: Request, model_name: str, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Archive a model: it can no longer be changed or get new versions."""
+    return _set_archived(request, model_name, True)
+
+
+@router.post("/api/v1/models/{model_name}/unarchive")
+def unarchive_model(
+    request: Request, model_name: str, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Unarchive a model."""
+    return _set_archived(request, model_name, False)
+
+
+@router.post("/api/v1/models/{model_name}/move")
+def move_model(
+    request: Request,
+    model_name: str,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Move a model to another workspace (``destinationWorkspaceId``)."""
+    destination = int_param(get(body, "destination_workspace_id"), "destinationWorkspaceId")
+    if destination is None:
+        raise APIError(400, "destinationWorkspaceId: required")
+    workspace_id = _workspace({"workspaceId": destination})
+    with master_of(request).db.write() as session:
+        model = find_model(session, model_name)
+        model.workspace_id = workspace_id
+        model.last_updated_time = utcnow()
+    return {}
+
+
+@router.delete("/api/v1/models/{model_name}")
+def delete_model(
+    request: Request, model_name: str, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Delete a model and its versions (the owner or an admin); the checkpoints stay."""
+    with master_of(request).db.write() as session:
+        model = find_model(session, model_name)
+        _may_delete(principal, model.user_id, "model")
+        session.execute(delete(ModelVersion).where(ModelVersion.model_id == model.id))
+        session.delete(model)
+    return {}
+
+
+# ---------------------------------------------------------------------------------------------
+# versions
+
+
+@router.get("/api/v1/models/{model_name}/versions")
+def get_model_versions(
+    request: Request, model_name: str, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """The versions of a model (sorted by version unless ``sortBy`` says otherwise)."""
+    q = request.query_params
+    offset = int_param(q.get("offset"), "offset", 0) or 0
+    limit = int_param(q.get("limit"), "limit", 0) or 0
+    if limit < 0:
+        raise APIError(400, "limit: must be >= 0")
+    sort = q.get("sortBy") or "SORT_BY_UNSPECIFIED"
+    if sort not in VERSION_SORT:
+        raise APIError(400, f"sortBy: unsupported value {sort!r}")
+    desc = q.get("orderBy") == "ORDER_BY_DESC"
+    with master_of(request).db.read() as session:
+        model = find_model(session, model_name)
+        model_out = model_json(session, model)
+        rows = session.scalars(
+            select(ModelVersion)
+            .where(ModelVersion.model_id == model.id)
+            .order_by(ModelVersion.version)
+        )
+        versions = [version_json(session, model, r, model_out) for r in rows]
+    versions.sort(key=VERSION_SORT[sort], reverse=desc)
+    page = _page(versions, offset, limit)
+    return {
+        "model": model_out,
+        "modelVersions": page,
+        "pagination": pagination(offset, limit, len(page), len(versions)),
+    }
+
+
+@router.post("/api/v1/models/{model_name}/versions")
+def post_model_version(
+    request: Request,
+    model_name: str,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Register a COMPLETED checkpoint as the model's next version:
+    ``{checkpointUuid, name, comment, notes, labels, metadata}``."""
+    uuid = get(body, "checkpoint_uuid")
+    if not isinstance(uuid, str) or not uuid:
+        raise APIError(400, "checkpointUuid: required")
+    fields = {
+        "name": _text(get(body, "name"), "name"),
+        "comment": _text(get(body, "comment"), "comment"),
+        "notes": _text(get(body, "notes"), "notes"),
+        "labels": _labels(get(body, "labels"), "labels"),
+        "metadata_": _metadata(get(body, "metadata"), "metadata"),
+    }
+    master = master_of(request)
+    for attempt in range(3):
+        try:
+            with master.db.write() as session:
+                model = find_model(session, model_name)
+                if model.archived:
+                    raise APIError(
+                        400, f"model {model.name!r} is archived and cannot register new versions"
+                    )
+                ckpt = session.scalar(select(Checkpoint).where(Checkpoint.uuid == uuid))
+                if ckpt is None:
+                    raise APIError(404, f"checkpointUuid: checkpoint {uuid} not found")
+                if ckpt.state != "COMPLETED":
+                    raise APIError(
+                        400,
+                        f"checkpointUuid: checkpoint {uuid} is in state {unstate(ckpt.state)}; "
+                        "model versions need a COMPLETED checkpoint",
+                    )
+                latest = session.scalar(
+                    select(func.max(ModelVersion.version)).where(ModelVersion.model_id == model.id)
+                )
+                now = utcnow()
+                row = ModelVersion(
+                    model_id=model.id,
+                    version=int(latest or 0) + 1,
+                    checkpoint_uuid=uuid,
+                    user_id=principal.user.id,
+                    creation_time=now,
+                    last_updated_time=now,
+                    **fields,
+                )
+                session.add(row)
+                model.last_updated_time = now
+                session.flush()
+                return {"modelVersion": version_json(session, model, row)}
+        except IntegrityError:
+            # Two registrations raced for the same version number (PostgreSQL): take the next.
+            if attempt == 2:
+                raise APIError(409, "checkpointUuid: concurrent registrations; retry") from None
+    raise AssertionError("unreachable")
+
+
+@router.get("/api/v1/models/{model_name}/versions/{version}")
+def get_model_version(
+    request: Request, model_name: str, version: int, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """One version of a model."""
+    with master_of(request).db.read() as session:
+        model, row = find_version(session, model_name, version)
+        return {"modelVersion": version_json(session, model, row)}
+
+
+@router.patch("/api/v1/models/{model_name}/versions/{version}")
+def patch_model_version(
+    request: Request,
+    model_name: str,
+    version: int,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Change a version's name, comment, notes, labels or metadata (upstream's
+    ``PatchModelVersion``, bare or wrapped in ``{"modelVersion": ...}``)."""
+    patch = sub_object(body, "model_version")
+    with master_of(request).db.write() as session:
+        model, row = find_version(session, model_name, version)
+        if model.archived:
+            raise APIError(
+                400, f"model {model.name!r} is archived and its versions cannot be updated"
+            )
+        for field in ("name", "comment", "notes"):
+            if get(patch, field) is not None:
+                setattr(row, field, _text(get(patch, field), f"modelVersion.{field}"))
+        if get(patch, "labels") is not None:
+            row.labels = _labels(get(patch, "labels"), "modelVersion.labels")
+        if get(patch, "metadata") is not None:
+            row.metadata_ = _metadata(get(patch, "metadata"), "modelVersion.metadata")
+        row.last_updated_time = utcnow()
+        model.last_updated_time = row.last_updated_time
+        session.flush()
+        return {"modelVersion": version_json(session, model, row)}
+
+
+@router.delete("/api/v1/models/{model_name}/versions/{version}")
+def delete_model_version(
+    request: Request, model_name: str, version: int, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Delete a version (its registrant or an admin); the checkpoint stays."""
+    with master_of(request).db.write() as session:
+        model, row = find_version(session, model_name, version)
+        _may_delete(principal, row.user_id, "model version")
+        session.delete(row)
+        model.last_updated_time = utcnow()
+    return {}

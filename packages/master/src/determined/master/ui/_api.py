@@ -1,0 +1,318 @@
+"""JSON the UI's scripts need that the REST API lacks, under ``/ui/api/...``.
+
+Same authentication as ``/api/v1`` (Bearer header or the session cookie); errors are the API's
+JSON errors. Chart data is decimated on the server (see :mod:`._series`) and gzip-compressed.
+"""
+
+from __future__ import annotations
+
+import collections
+import gzip
+import math
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Depends, Request
+from starlette.responses import Response
+
+from determined.master._api._deps import Principal, authenticate, master_of
+from determined.master._wire import APIError
+from determined.master.ui import _queries
+from determined.master.ui._series import Series, SeriesCache, bucket_width
+
+router = APIRouter(tags=["Web UI"], include_in_schema=False)
+
+MAX_CURVE_TRIALS = 1000
+GZIP_MIN_BYTES = 2048
+RESPONSE_CACHE_SIZE = 8
+PREVIEW_ROWS = 100_000
+"""Above this many reports to read from the database, the first answer is a sample of them."""
+
+
+def series_cache(request: Request) -> SeriesCache:
+    """The master's series cache (one per application)."""
+    state = request.app.state
+    cache: SeriesCache | None = getattr(state, "ui_series_cache", None)
+    if cache is None:
+        cache = SeriesCache(master_of(request).db)
+        state.ui_series_cache = cache
+    return cache
+
+
+def json_response(request: Request, payload: Any) -> Response:
+    """orjson, gzip-compressed when the client accepts it and the body is worth it."""
+    body = orjson.dumps(payload, option=orjson.OPT_NON_STR_KEYS)
+    headers = {"Cache-Control": "no-store"}
+    if len(body) >= GZIP_MIN_BYTES and "gzip" in request.headers.get("accept-encoding", ""):
+        body = gzip.compress(body, compresslevel=5)
+        headers["Content-Encoding"] = "gzip"
+        headers["Vary"] = "Accept-Encoding"
+    return Response(body, media_type="application/json", headers=headers)
+
+
+def int_arg(value: Any, name: str, default: int | None = None) -> int | None:
+    if value in (None, ""):
+        return default
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise APIError(400, f"{name}: must be an integer, got {value!r}") from None
+
+
+def id_list(value: str | None, name: str) -> list[int]:
+    """``1,2,3`` -> [1, 2, 3] (400 naming ``name`` otherwise)."""
+    out: list[int] = []
+    for part in (value or "").replace(" ", "").split(","):
+        if part:
+            number = int_arg(part, name)
+            if number is not None and number not in out:
+                out.append(number)
+    return out
+
+
+def _width(request: Request) -> int:
+    width = int_arg(request.query_params.get("width"), "width", 1000) or 1000
+    return max(50, min(width, 4000))
+
+
+def pick_metric(
+    groups: dict[str, list[str]], group: str, metric: str, searcher_metric: str
+) -> tuple[str, str]:
+    """The (group, metric) to draw: the one asked for, else the searcher metric's, else the first."""
+    if group and group not in groups:
+        raise APIError(400, f"group: no trial reported metrics in group {group!r}")
+    if not group:
+        group = next(
+            (g for g in ("validation", "training") if searcher_metric in groups.get(g, [])),
+            next(iter(groups), ""),
+        )
+    names = groups.get(group, [])
+    if metric and metric not in names:
+        raise APIError(400, f"metric: no trial reported {metric!r} in group {group!r}")
+    if not metric:
+        metric = searcher_metric if searcher_metric in names else (names[0] if names else "")
+    return group, metric
+
+
+def curves_payload(
+    request: Request,
+    rows: list[_queries.TrialRow],
+    labels: dict[int, dict[str, Any]],
+    searcher_metric: str,
+) -> dict[str, Any]:
+    """Decimated curves of one metric for ``rows`` (trials), sharing one x range."""
+    q = request.query_params
+    groups = _queries.merge_groups(rows)
+    group, metric = pick_metric(
+        groups, q.get("group") or "", q.get("metric") or "", searcher_metric
+    )
+    width = _width(request)
+    cache = series_cache(request)
+    versions = {r.id: r.version for r in rows}
+    series: dict[int, Series] = {}
+    preview = 0
+    if metric:
+        cold = set(cache.cold(versions, group, metric))
+        pending = sum(r.reports(group, metric) for r in rows if r.id in cold)
+        if pending > PREVIEW_ROWS and q.get("full") not in ("1", "true"):
+            # A first picture now (a sample of the reports), the whole curves on the next call.
+            preview = math.ceil(pending / PREVIEW_ROWS)
+            warm = {t: v for t, v in versions.items() if t not in cold}
+            series = cache.get(warm, group, metric) if warm else {}
+            series.update(cache.preview({t: versions[t] for t in cold}, group, metric, preview))
+        else:
+            series = cache.get(versions, group, metric)
+    spans = [(s.xs[0], s.xs[-1]) for s in series.values() if len(s.xs)]
+    x0 = min((a for a, _ in spans), default=0.0)
+    x1 = max((b for _, b in spans), default=0.0)
+    bucket = bucket_width(x0, x1, width)
+    trials = []
+    total = 0
+    for row in rows:
+        entry = series.get(row.id)
+        xs, ys = entry.view(bucket) if entry is not None else ([], [])
+        total += len(entry.xs) if entry is not None else 0
+        trials.append(
+            {
+                **labels.get(row.id, {}),
+                "id": row.id,
+                "experimentId": row.experiment_id,
+                "state": row.state,
+                "hparams": _queries.flatten_hparams(row.hparams),
+                "best": row.best,
+                "latest": row.latest,
+                "points": len(entry.xs) if entry is not None else 0,
+                "x": xs,
+                "y": ys,
+            }
+        )
+    return {
+        "groups": groups,
+        "group": group,
+        "metric": metric,
+        "searcherMetric": searcher_metric,
+        "reportedPoints": total,
+        "trials": trials,
+        "preview": preview,
+    }
+
+
+def cached_json(request: Request, key: tuple[Any, ...], build: Any) -> Response:
+    """:func:`json_response` of ``build()``, remembered under ``key`` (which must name everything
+    the payload depends on): reloading a finished experiment's chart costs no encoding at all."""
+    state = request.app.state
+    cache: collections.OrderedDict[tuple[Any, ...], Response] | None = getattr(
+        state, "ui_response_cache", None
+    )
+    if cache is None:
+        cache = collections.OrderedDict()
+        state.ui_response_cache = cache
+    gzip_ok = "gzip" in request.headers.get("accept-encoding", "")
+    full_key = (*key, gzip_ok)
+    hit = cache.get(full_key)
+    if hit is not None:
+        cache.move_to_end(full_key)
+        return Response(hit.body, media_type="application/json", headers=dict(hit.headers))
+    payload = build()
+    response = json_response(request, payload)
+    if payload.get("preview"):
+        return response  # a sample: the next call brings the whole curves
+    cache[full_key] = response
+    while len(cache) > RESPONSE_CACHE_SIZE:
+        cache.popitem(last=False)
+    return response
+
+
+def _rows_key(rows: list[_queries.TrialRow]) -> tuple[Any, ...]:
+    return tuple((r.id, r.version, r.state, r.best, r.latest) for r in rows)
+
+
+@router.get("/ui/api/experiments/{experiment_id}/curves")
+def experiment_curves(
+    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
+) -> Response:
+    """Learning curves of every trial of an experiment (``group``, ``metric``, ``width``)."""
+    with master_of(request).db.read() as session:
+        exp, _ = _queries.get_experiment(session, experiment_id)
+        rows = _queries.experiment_trials(session, exp)
+        metric, smaller = _queries.searcher_of(exp.config)
+    q = request.query_params
+    key = ("experiment", experiment_id, q.get("group"), q.get("metric"), _width(request))
+
+    def build() -> dict[str, Any]:
+        payload = curves_payload(request, rows, {}, metric)
+        payload["smallerIsBetter"] = smaller
+        return payload
+
+    return cached_json(request, (*key, _rows_key(rows)), build)
+
+
+@router.get("/ui/api/curves")
+def compare_curves(request: Request, p: Principal = Depends(authenticate)) -> Response:
+    """Curves of trials of any experiments (``trials=1,2,...``), with their experiments' names."""
+    ids = id_list(request.query_params.get("trials"), "trials")
+    if len(ids) > MAX_CURVE_TRIALS:
+        raise APIError(400, f"trials: at most {MAX_CURVE_TRIALS} trials at once")
+    with master_of(request).db.read() as session:
+        rows = _queries.trials_by_id(session, ids)
+        missing = sorted(set(ids) - {r.id for r in rows})
+        if missing:
+            raise APIError(404, f"trials: no trial {', '.join(map(str, missing))}")
+        exps = {}
+        for row in rows:
+            if row.experiment_id not in exps:
+                exp, _ = _queries.get_experiment(session, row.experiment_id)
+                exps[row.experiment_id] = exp
+    labels = {}
+    metrics = set()
+    for row in rows:
+        exp = exps[row.experiment_id]
+        name, _ = _queries.searcher_of(exp.config)
+        metrics.add(name)
+        labels[row.id] = {
+            "experimentName": str(exp.config.get("name") or ""),
+            "searcherMetric": name,
+        }
+    searcher_metric = metrics.pop() if len(metrics) == 1 else ""
+    return json_response(request, curves_payload(request, rows, labels, searcher_metric))
+
+
+@router.get("/ui/api/trials/{trial_id}/metrics")
+def trial_metrics(
+    request: Request, trial_id: int, p: Principal = Depends(authenticate)
+) -> Response:
+    """Every numeric metric of every group of a trial, decimated to ``width`` columns."""
+    with master_of(request).db.read() as session:
+        run, _ = _queries.get_trial(session, trial_id)
+        rows = _queries.trial_rows(session, [run], {})
+    row = rows[0]
+    width = _width(request)
+    cache = series_cache(request)
+    charts = []
+    for group, names in _queries.merge_groups(rows).items():
+        for name in names:
+            entry = cache.get({row.id: row.version}, group, name)[row.id]
+            if not len(entry.xs):
+                continue
+            xs, ys = entry.view(bucket_width(entry.xs[0], entry.xs[-1], width))
+            charts.append(
+                {"group": group, "metric": name, "points": len(entry.xs), "x": xs, "y": ys}
+            )
+    return json_response(request, {"trialId": trial_id, "state": row.state, "charts": charts})
+
+
+@router.get("/ui/api/trials/{trial_id}/logs")
+def trial_logs(request: Request, trial_id: int, p: Principal = Depends(authenticate)) -> Response:
+    """Log lines after ``after`` (or the last ``tail``), filtered by ``rank``, ``level``, ``q``."""
+    q = request.query_params
+    after = int_arg(q.get("after"), "after", 0) or 0
+    tail = int_arg(q.get("tail"), "tail", 1000) or 1000
+    rank = int_arg(q.get("rank"), "rank")
+    with master_of(request).db.read() as session:
+        run, _ = _queries.get_trial(session, trial_id)
+        logs = _queries.trial_logs(
+            session,
+            run,
+            after=after,
+            tail=max(1, min(tail, 10000)),
+            rank=rank,
+            level=q.get("level") or "",
+            text=q.get("q") or "",
+        )
+        state = run.state
+    last = logs[-1]["id"] if logs else after
+    return json_response(
+        request,
+        {"logs": logs, "last": last, "state": state, "done": _queries.is_terminal(state)},
+    )
+
+
+@router.get("/ui/api/trials/search")
+def search_trials(request: Request, p: Principal = Depends(authenticate)) -> Response:
+    """Trials matching ``q`` (a trial id, an experiment id or part of an experiment's name)."""
+    text = request.query_params.get("q") or ""
+    with master_of(request).db.read() as session:
+        return json_response(request, {"trials": _queries.search_trials(session, text)})
+
+
+@router.get("/ui/api/experiments/{experiment_id}/hparams")
+def experiment_hparams(
+    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
+) -> Response:
+    """Flattened hyperparameters and best searcher metric of each trial (the hparam view)."""
+    with master_of(request).db.read() as session:
+        exp, _ = _queries.get_experiment(session, experiment_id)
+        rows = _queries.experiment_trials(session, exp)
+        metric, smaller = _queries.searcher_of(exp.config)
+    names: list[str] = []
+    trials = []
+    for row in rows:
+        flat = _queries.flatten_hparams(row.hparams)
+        for name in flat:
+            if name not in names:
+                names.append(name)
+        trials.append({"id": row.id, "state": row.state, "hparams": flat, "best": row.best})
+    return json_response(
+        request,
+        {"metric": metric, "smallerIsBetter": smaller, "hparams": names, "trials": trials},
+    )

@@ -1,0 +1,365 @@
+"""The UI's HTML: full pages, and the fragments their scripts poll to stay live.
+
+Pages need a session (else a redirect to ``/login``) and answer errors as HTML pages with the
+same 4xx status the API would use. Fragments (``/ui/partials/...``) are the live parts of a page,
+rendered by the same templates, so a table has one rendering path.
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+from fastapi import APIRouter, Depends, Form, Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+
+from determined.master._api._deps import Principal, authenticate, master_of
+from determined.master._wire import APIError
+from determined.master.ui import _queries, _session
+from determined.master.ui._mask import mask
+from determined.master.ui._render import render, render_fragment
+
+router = APIRouter(include_in_schema=False)
+
+
+def _int_id(value: str, what: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise APIError(404, f"{what} {value!r} not found: ids are integers") from None
+    if number < 0:
+        raise APIError(404, f"{what} {value!r} not found")
+    return number
+
+
+def _page(request: Request, build: Callable[[Principal], Response]) -> Response:
+    """Run a page handler: redirect to login without a session, HTML error page on APIError."""
+    try:
+        principal = _session.page_principal(request)
+    except _session.LoginRequired as e:
+        return _session.login_redirect(e)
+    except APIError as e:
+        return render("error.html", e.status, user=None, status=e.status, message=e.message)
+    try:
+        return build(principal)
+    except APIError as e:
+        return render(
+            "error.html", e.status, user=principal.user, status=e.status, message=e.message
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Sign in / out
+
+
+@router.get("/")
+def root(request: Request) -> Response:
+    return _page(request, lambda p: RedirectResponse("/experiments", status_code=303))
+
+
+@router.get("/login")
+def login_form(request: Request) -> Response:
+    """The sign-in form (straight on to ``next`` when already signed in)."""
+    target = _session.safe_next(request.query_params.get("next"))
+    try:
+        authenticate(request)
+        return RedirectResponse(target, status_code=303)
+    except APIError:
+        pass
+    return render("login.html", user=None, next=target, error="", username="")
+
+
+@router.post("/login")
+def login_submit(
+    request: Request,
+    username: str = Form(""),
+    password: str = Form(""),
+    next: str = Form("/"),
+) -> Response:
+    """Check the password (as ``POST /api/v1/auth/login`` does) and set the session cookie."""
+    target = _session.safe_next(next)
+    if not username.strip():
+        return render(
+            "login.html", 400, user=None, next=target, error="Enter a username.", username=""
+        )
+    try:
+        token, _ = _session.sign_in(request, username.strip(), password)
+    except APIError as e:
+        message = "Wrong username or password." if e.status == 401 else e.message
+        return render(
+            "login.html", e.status, user=None, next=target, error=message, username=username
+        )
+    response = RedirectResponse(target, status_code=303)
+    _session.set_session_cookie(request, response, token)
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request) -> Response:
+    """Revoke the session and drop the cookie."""
+    response = RedirectResponse("/login", status_code=303)
+    _session.sign_out(request, response)
+    return response
+
+
+# ---------------------------------------------------------------------------------------------
+# Experiments
+
+
+def _list_context(request: Request) -> dict[str, Any]:
+    flt = _queries.ExperimentFilter.parse(request.query_params)
+    with master_of(request).db.read() as session:
+        page = _queries.experiment_page(session, flt)
+        owners = _queries.owners(session)
+
+    def link(**changes: Any) -> str:
+        query = urllib.parse.urlencode(flt.params(**changes))
+        return "/experiments" + (f"?{query}" if query else "")
+
+    def sort_link(column: str) -> str:
+        desc = not flt.desc if flt.sort == column else column not in ("name", "owner", "state")
+        return link(sort=column, desc=desc, after="", before="")
+
+    return {
+        "flt": flt,
+        "page": page,
+        "owners": owners,
+        "states": _queries.EXPERIMENT_STATES,
+        "page_sizes": _queries.PAGE_SIZES,
+        "link": link,
+        "sort_link": sort_link,
+        "query": urllib.parse.urlencode(flt.params()),
+    }
+
+
+@router.get("/experiments")
+def experiments(request: Request) -> Response:
+    return _page(
+        request, lambda p: render("experiments.html", user=p.user, **_list_context(request))
+    )
+
+
+@router.get("/ui/partials/experiments")
+def experiments_partial(request: Request, p: Principal = Depends(authenticate)) -> HTMLResponse:
+    """The rows (and count) of the experiment list, for its live refresh."""
+    html = render_fragment("partials/experiment_rows.html", **_list_context(request))
+    return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+
+def config_yaml(exp: Any) -> tuple[str, str]:
+    """(submitted config, full config) as YAML, secrets masked."""
+    full = yaml.safe_dump(mask(exp.config), sort_keys=False, default_flow_style=False)
+    try:
+        original = yaml.safe_load(exp.original_config) if exp.original_config else None
+    except yaml.YAMLError:
+        original = None
+    submitted = (
+        yaml.safe_dump(mask(original), sort_keys=False, default_flow_style=False)
+        if isinstance(original, dict)
+        else full
+    )
+    return submitted, full
+
+
+def _experiment_context(request: Request, experiment_id: int) -> dict[str, Any]:
+    with master_of(request).db.read() as session:
+        exp, owner = _queries.get_experiment(session, experiment_id)
+        trials = _queries.experiment_trials(session, exp)
+    metric, smaller = _queries.searcher_of(exp.config)
+    best_values = [t.best for t in trials if t.best is not None]
+    best = (min(best_values) if smaller else max(best_values)) if best_values else None
+    hparam_names: list[str] = []
+    for trial in trials:
+        for name in _queries.flatten_hparams(trial.hparams):
+            if name not in hparam_names:
+                hparam_names.append(name)
+    return {
+        "exp": exp,
+        "name": str(exp.config.get("name") or ""),
+        "owner": owner,
+        "trials": trials,
+        "metric": metric,
+        "smaller": smaller,
+        "best": best,
+        "hparam_names": hparam_names,
+        "flatten": _queries.flatten_hparams,
+        "terminal": _queries.is_terminal(exp.state),
+    }
+
+
+@router.get("/experiments/{experiment_id}")
+def experiment(request: Request, experiment_id: str) -> Response:
+    def build(p: Principal) -> Response:
+        context = _experiment_context(request, _int_id(experiment_id, "experiment"))
+        submitted, full = config_yaml(context["exp"])
+        q = request.query_params
+        chart = {
+            "experimentId": context["exp"].id,
+            "group": q.get("group") or "",
+            "metric": q.get("metric") or "",
+            "log": q.get("log") in ("1", "true"),
+            "terminal": context["terminal"],
+        }
+        return render(
+            "experiment.html",
+            user=p.user,
+            config_submitted=submitted,
+            config_full=full,
+            chart=chart,
+            **context,
+        )
+
+    return _page(request, build)
+
+
+@router.get("/ui/partials/experiments/{experiment_id}")
+def experiment_partial(
+    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
+) -> HTMLResponse:
+    """The live parts of an experiment page: status and actions, trials table."""
+    html = render_fragment(
+        "partials/experiment_live.html", **_experiment_context(request, experiment_id)
+    )
+    return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Trials
+
+
+def _trial_context(request: Request, trial_id: int) -> dict[str, Any]:
+    with master_of(request).db.read() as session:
+        run, exp = _queries.get_trial(session, trial_id)
+        metric, _ = _queries.searcher_of(exp.config)
+        row = _queries.trial_rows(session, [run], {exp.id: metric})[0]
+        checkpoints = _queries.trial_checkpoints(session, trial_id)
+        ranks = sorted({r for r in _distinct_ranks(session, run.task_id) if r is not None})
+    return {
+        "trial": row,
+        "run": run,
+        "exp": exp,
+        "name": str(exp.config.get("name") or ""),
+        "metric": metric,
+        "checkpoints": checkpoints,
+        "hparams": _queries.flatten_hparams(run.hparams or {}),
+        "ranks": ranks,
+        "levels": _queries.LOG_LEVELS,
+        "terminal": _queries.is_terminal(run.state),
+    }
+
+
+def _distinct_ranks(session: Any, task_id: str) -> list[int | None]:
+    from sqlalchemy import select
+
+    from determined.master.db import TaskLog
+
+    return list(
+        session.scalars(select(TaskLog.rank_id).where(TaskLog.task_id == task_id).distinct())
+    )
+
+
+@router.get("/trials/{trial_id}")
+def trial(request: Request, trial_id: str) -> Response:
+    def build(p: Principal) -> Response:
+        context = _trial_context(request, _int_id(trial_id, "trial"))
+        return render("trial.html", user=p.user, **context)
+
+    return _page(request, build)
+
+
+@router.get("/ui/partials/trials/{trial_id}")
+def trial_partial(
+    request: Request, trial_id: int, p: Principal = Depends(authenticate)
+) -> HTMLResponse:
+    """The live parts of a trial page: status, checkpoints."""
+    html = render_fragment("partials/trial_live.html", **_trial_context(request, trial_id))
+    return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+
+# ---------------------------------------------------------------------------------------------
+# Compare
+
+
+@router.get("/compare")
+def compare(request: Request) -> Response:
+    def build(p: Principal) -> Response:
+        from determined.master.ui._api import id_list
+
+        ids = id_list(request.query_params.get("trials"), "trials")
+        q = request.query_params
+        state = {
+            "trials": ids,
+            "group": q.get("group") or "",
+            "metric": q.get("metric") or "",
+            "log": q.get("log") in ("1", "true"),
+        }
+        return render("compare.html", user=p.user, state=state)
+
+    return _page(request, build)
+
+
+# ---------------------------------------------------------------------------------------------
+# Model registry
+
+
+@router.get("/models")
+def models(request: Request) -> Response:
+    def build(p: Principal) -> Response:
+        archived = request.query_params.get("archived") in ("1", "true", "on")
+        with master_of(request).db.read() as session:
+            rows = _queries.list_models(session, include_archived=archived)
+        return render("models.html", user=p.user, models=rows, archived=archived)
+
+    return _page(request, build)
+
+
+@router.get("/models/{name}")
+def model(request: Request, name: str) -> Response:
+    def build(p: Principal) -> Response:
+        with master_of(request).db.read() as session:
+            found = _queries.get_model(session, name)
+            versions = _queries.model_versions(session, found)
+        return render("model.html", user=p.user, model=found, versions=versions)
+
+    return _page(request, build)
+
+
+@router.get("/models/{name}/versions/{number}")
+def model_version(request: Request, name: str, number: str) -> Response:
+    def build(p: Principal) -> Response:
+        version_number = _int_id(number, "model version")
+        with master_of(request).db.read() as session:
+            found = _queries.get_model(session, name)
+            version = _queries.get_model_version(session, found, version_number)
+            from sqlalchemy import select
+
+            from determined.master.db import Checkpoint
+
+            ckpt = session.scalar(
+                select(Checkpoint).where(Checkpoint.uuid == version.checkpoint_uuid)
+            )
+            metrics = _queries.checkpoint_metrics(session, ckpt) if ckpt else {}
+            run = exp = None
+            summary: dict[str, Any] = {}
+            if ckpt is not None and ckpt.trial_id is not None:
+                try:
+                    run, exp = _queries.get_trial(session, ckpt.trial_id)
+                    summary = run.summary_metrics or {}
+                except APIError:
+                    run = exp = None
+        return render(
+            "model_version.html",
+            user=p.user,
+            model=found,
+            version=version,
+            ckpt=ckpt,
+            metrics=metrics,
+            run=run,
+            exp=exp,
+            summary=summary,
+            hparams=_queries.flatten_hparams(run.hparams or {}) if run else {},
+        )
+
+    return _page(request, build)

@@ -1,0 +1,462 @@
+"""DeterminedCallback: metrics, progress, checkpoints, pausing and resuming for ``model.fit()``.
+
+Differences from upstream's callback (on purpose):
+
+- Public Keras API only (upstream imported private Keras 2 modules and fails on Keras 3); it runs on
+  Keras 3 with the TensorFlow, torch or JAX backend and on tf.keras / Keras 2.15.
+- Preemption (pause, a searcher's stop, SIGTERM) is checked after every batch in a single process
+  (every ``preemption_check_period`` batches with several ranks), not once per epoch, so a pause does
+  not wait for the epoch to end. A checkpoint taken inside an epoch resumes at the start of that
+  epoch with the weights, optimizer state and batch count of the moment it was taken (Keras's
+  ``fit()`` cannot start inside an epoch; its own BackupAndRestore behaves the same way).
+- Validation metrics keep Keras's ``val_`` prefix (``val_loss``, as ``fit()`` logs them), so a
+  searcher ``metric: val_accuracy`` matches; the unprefixed names upstream reported are sent too, so
+  configs written for upstream (``metric: accuracy`` in the validation group) keep working.
+- Checkpoint state is JSON (``callback_state.json``), not a pickle; weights are a Keras
+  ``model_checkpoint.weights.h5`` file (Keras 3 requires the suffix), loadable with
+  ``model.load_weights(<checkpoint dir>/model_checkpoint.weights.h5)``.
+- Status and progress calls to the master are throttled to one a second (they are synchronous HTTP
+  calls), so very short epochs do not slow training down.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pathlib
+import tempfile
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from determined.keras import _compat
+from determined.keras._compat import keras
+
+if TYPE_CHECKING:
+    from determined import core
+
+logger = logging.getLogger("determined.keras")
+
+MODEL_FILE = "model_checkpoint.weights.h5"
+"""The model's weights inside a checkpoint (Keras ``save_weights`` format)."""
+OPTIMIZER_FILE = "optimizer_state.npz"
+"""Optimizer variables, positionally (written on Keras 2 only: Keras 3 keeps them in MODEL_FILE)."""
+STATE_FILE = "callback_state.json"
+"""Epoch, steps_completed, continue_id and the epoch lengths."""
+STATE_FORMAT = 1
+_NOT_METRICS = ("batch", "size")
+_STATUS_INTERVAL = 1.0
+
+
+class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc,name-defined]
+    """Connects ``model.fit()`` to det: metrics, progress, checkpoints, pause and resume.
+
+    Add it to ``fit(callbacks=[...])``. Do not combine it with ``BackupAndRestore`` or
+    ``ModelCheckpoint``: it checkpoints and restores by itself. It replaces Keras's progress bar by
+    log-friendly lines (every 10% of an epoch) when ``fit(verbose != 0)``.
+
+    Resuming: when ``checkpoint`` names a checkpoint saved with the same ``continue_id``, ``fit()``
+    continues after the last epoch the checkpoint holds (the ``initial_epoch`` given to ``fit()`` is
+    overridden) and the batch count continues from the checkpoint's ``steps_completed``. With another
+    ``continue_id`` it is a warm start: weights and optimizer state are loaded, training starts at
+    epoch 0 with ``steps_completed`` 0.
+
+    Args:
+        core_context: the context from ``det.core.init()``.
+        checkpoint: a checkpoint storage id to start from, or ``None``; on-cluster usually
+            ``det.get_cluster_info().latest_checkpoint``.
+        continue_id: saved with every checkpoint; on-cluster usually the trial id.
+        train_metrics_report_period: ``"epoch"``, or report training metrics every N batches.
+        checkpoint_epochs: checkpoint every N epochs; 0 checkpoints only at the end of training and
+            when preempted (which always checkpoint).
+        preemption_check_period: ask ``core_context.preempt.should_preempt()`` every N batches;
+            default 1 in a single process, 10 with several ranks (every rank asks in step).
+    """
+
+    def __init__(
+        self,
+        core_context: core.Context,
+        checkpoint: str | None,
+        continue_id: int | str,
+        *,
+        train_metrics_report_period: int | str = "epoch",
+        checkpoint_epochs: int = 1,
+        preemption_check_period: int | None = None,
+    ) -> None:
+        # ProgbarLogger is our base only so that fit() adds no progress bar of its own.
+        keras.callbacks.Callback.__init__(self)
+        # Keras 2's ProgbarLogger answers "call my batch hooks?" from this attribute.
+        self._call_batch_hooks = True
+        for name in ("train", "checkpoint", "preempt", "distributed"):
+            if not hasattr(core_context, name):
+                raise TypeError(
+                    "DeterminedCallback: core_context must be the result of det.core.init(), "
+                    f"got {type(core_context).__name__}"
+                )
+        if checkpoint is not None and not isinstance(checkpoint, str):
+            raise TypeError(
+                f"DeterminedCallback: checkpoint must be a checkpoint id or None, got {checkpoint!r}"
+            )
+        if isinstance(continue_id, bool) or not isinstance(continue_id, (int, str)):
+            raise TypeError(
+                f"DeterminedCallback: continue_id must be an int or a str, got {continue_id!r}"
+            )
+        if train_metrics_report_period != "epoch" and (
+            isinstance(train_metrics_report_period, bool)
+            or not isinstance(train_metrics_report_period, int)
+            or train_metrics_report_period < 1
+        ):
+            raise ValueError(
+                "DeterminedCallback: train_metrics_report_period must be 'epoch' or a positive "
+                f"number of batches, got {train_metrics_report_period!r}"
+            )
+        if isinstance(checkpoint_epochs, bool) or not isinstance(checkpoint_epochs, int):
+            raise TypeError(
+                f"DeterminedCallback: checkpoint_epochs must be an int, got {checkpoint_epochs!r}"
+            )
+        if checkpoint_epochs < 0:
+            raise ValueError(
+                f"DeterminedCallback: checkpoint_epochs must be >= 0, got {checkpoint_epochs}"
+            )
+        size = core_context.distributed.size
+        if preemption_check_period is None:
+            preemption_check_period = 1 if size == 1 else 10
+        if (
+            isinstance(preemption_check_period, bool)
+            or not isinstance(preemption_check_period, int)
+            or preemption_check_period < 1
+        ):
+            raise ValueError(
+                "DeterminedCallback: preemption_check_period must be a positive number of batches, "
+                f"got {preemption_check_period!r}"
+            )
+        self._core = core_context
+        self._checkpoint = checkpoint
+        self._continue_id = continue_id
+        self._report_period = train_metrics_report_period
+        self._checkpoint_epochs = checkpoint_epochs
+        self._check_period = preemption_check_period
+        self._is_chief = core_context.distributed.rank == 0
+        self._verbose = False
+
+        self._steps_completed = 0
+        self._ckpt_steps = 0  # steps_completed of the latest checkpoint (saved or restored)
+        self._last_train_epoch = -1  # the last epoch that ran to its end
+        self._last_ckpt_epoch = -1
+        self._resume_epoch: int | None = None
+        self._epoch = -1
+        self._epoch_batches = 0
+        self._epoch_interrupted = False
+        self._preempted = False
+        self._in_fit = False
+        self._first_epoch_seen = False
+        self._training_length: int | None = None
+        self._validation_length: int | None = None
+        self._validation_batches = 0
+        self._percent_printed = -1
+        self._last_status: str | None = None
+        self._last_status_time = 0.0
+        self._last_progress_time = 0.0
+
+    # -- what a subclass may change -------------------------------------------------------------
+
+    def save_model(self, model: Any, path: str, distributed: core.DistributedContext) -> None:
+        """Write the model into ``path`` (``<checkpoint>/model_checkpoint.weights.h5``).
+
+        Every rank calls it. The chief writes ``path`` with ``model.save_weights``; with several
+        ranks the others save into a temporary directory that is deleted at once, because
+        MultiWorkerMirroredStrategy needs every worker to take part in saving. Override it to save
+        differently; ``load_model`` must match.
+        """
+        if distributed.rank == 0:
+            model.save_weights(path)
+            return
+        with tempfile.TemporaryDirectory(prefix="det-keras-worker-") as scratch:
+            model.save_weights(os.path.join(scratch, pathlib.Path(path).name))
+
+    def load_model(self, model: Any, path: str, distributed: core.DistributedContext) -> None:
+        """Load what :meth:`save_model` wrote into ``model`` (every rank calls it)."""
+        model.load_weights(path)
+
+    # -- Keras hooks -------------------------------------------------------------------------------
+
+    def set_params(self, params: dict[str, Any]) -> None:
+        keras.callbacks.Callback.set_params(self, params)
+        self._verbose = params.get("verbose", 0) not in (0, None)
+
+    def on_train_begin(self, logs: dict[str, Any] | None = None) -> None:
+        self._in_fit = True
+        self._first_epoch_seen = False
+        self._preempted = False
+        if self._checkpoint is not None:
+            self._restore(self._checkpoint)
+            self._checkpoint = None  # a second fit() with this callback continues from memory
+        if self._resume_epoch is not None:
+            _compat.set_initial_epoch(self.model, self._resume_epoch)
+
+    def on_epoch_begin(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if not self._first_epoch_seen:
+            self._first_epoch_seen = True
+            expected = self._resume_epoch
+            if expected is not None and epoch != expected:
+                raise RuntimeError(
+                    f"DeterminedCallback: fit() started at epoch {epoch}, but the checkpoint "
+                    f"resumes at epoch {expected}; pass initial_epoch={expected} to fit()"
+                )
+        self._epoch = epoch
+        self._epoch_batches = 0
+        self._epoch_interrupted = False
+        self._percent_printed = -1
+        if self._is_chief:
+            self._set_status("training")
+            if self._verbose:
+                self._print_progress(None, True, 0, self._epoch_length())
+
+    def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._steps_completed += 1
+        self._epoch_batches += 1
+        if self._is_chief:
+            period = self._report_period
+            if period != "epoch" and self._steps_completed % period == 0:  # type: ignore[operator]
+                self._core.train.report_training_metrics(
+                    self._steps_completed, self._with_counters(logs, self._epoch + 1)
+                )
+            if self._verbose:
+                self._print_progress(logs, True, self._epoch_batches, self._epoch_length())
+        if self._steps_completed % self._check_period == 0 and self._core.preempt.should_preempt():
+            self._preempted = True
+            self.model.stop_training = True
+            length = self._epoch_length()
+            self._epoch_interrupted = length is None or self._epoch_batches < length
+            if self._epoch_interrupted:
+                logger.info(
+                    "preempted after %d batches of epoch %d: checkpointing and stopping",
+                    self._epoch_batches,
+                    self._epoch,
+                )
+
+    def on_test_begin(self, logs: dict[str, Any] | None = None) -> None:
+        if self._in_fit and self._epoch_interrupted:
+            # The epoch was cut short: skip its validation (Keras 3 stops after one batch).
+            self.model.stop_evaluating = True
+            return
+        self._validation_batches = 0
+        self._percent_printed = -1
+        if self._is_chief:
+            self._set_status("validating")
+            if self._verbose:
+                self._print_progress(None, False, 0, self._validation_length)
+
+    def on_test_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        self._validation_batches += 1
+        if self._is_chief and self._verbose and not self._epoch_interrupted:
+            self._print_progress(logs, False, self._validation_batches, self._validation_length)
+
+    def on_test_end(self, logs: dict[str, Any] | None = None) -> None:
+        if self._in_fit and self._epoch_interrupted:
+            return
+        self._validation_length = self._validation_batches or self._validation_length
+        if not self._is_chief:
+            return
+        metrics = {}
+        for name, value in (logs or {}).items():
+            if name in _NOT_METRICS:
+                continue
+            plain = name[4:] if name.startswith("val_") else name
+            metrics[f"val_{plain}"] = value
+            metrics.setdefault(plain, value)
+        epochs = self._epoch + 1 if self._in_fit else max(self._last_train_epoch + 1, 0)
+        self._core.train.report_validation_metrics(
+            self._steps_completed, self._with_counters(metrics, epochs)
+        )
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        if self._epoch_interrupted:
+            return  # not a finished epoch: on_train_end checkpoints the batches it did
+        self._training_length = self._epoch_batches or self._training_length
+        self._last_train_epoch = epoch
+        if self._is_chief:
+            if self._report_period == "epoch":
+                train_only = {
+                    k: v for k, v in (logs or {}).items() if not k.startswith("val_")
+                }
+                self._core.train.report_training_metrics(
+                    self._steps_completed, self._with_counters(train_only, epoch + 1)
+                )
+            epochs = self.params.get("epochs") if self.params else None
+            if epochs:
+                self._report_progress(min((epoch + 1) / epochs, 1.0), final=epoch + 1 >= epochs)
+        if self._checkpoint_epochs > 0 and (epoch + 1) % self._checkpoint_epochs == 0:
+            self._save()
+        # Checkpointing takes time: look for a preemption after it (and after validation).
+        if not self._preempted and self._core.preempt.should_preempt():
+            self._preempted = True
+            self.model.stop_training = True
+
+    def on_train_end(self, logs: dict[str, Any] | None = None) -> None:
+        try:
+            if self._steps_completed > self._ckpt_steps:
+                self._save()
+            if self._is_chief:
+                self._set_status("finishing", force=True)
+        finally:
+            self._in_fit = False
+            self._resume_epoch = None
+            _compat.clear_initial_epoch(self.model)
+
+    # Keras's progress bar for predict() stays off, as it is for fit() and evaluate().
+    def on_predict_begin(self, logs: dict[str, Any] | None = None) -> None:
+        return None
+
+    def on_predict_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
+        return None
+
+    def on_predict_end(self, logs: dict[str, Any] | None = None) -> None:
+        return None
+
+    # -- checkpoints -------------------------------------------------------------------------------
+
+    def _save(self) -> None:
+        """Checkpoint the model, the optimizer and our counters (every rank calls in step)."""
+        if self._is_chief:
+            self._set_status("checkpointing")
+        epoch = self._last_train_epoch
+        metadata = {"steps_completed": self._steps_completed}
+        with self._core.checkpoint.store_path(metadata, shard=True) as (path, _storage_id):
+            self.save_model(self.model, str(path / MODEL_FILE), self._core.distributed)
+            # Every rank reads the optimizer (reading may take part in a strategy's collectives).
+            optimizer_values = self._optimizer_values() if _compat.KERAS_MAJOR < 3 else None
+            if self._is_chief:
+                if optimizer_values is not None:
+                    with (path / OPTIMIZER_FILE).open("wb") as f:
+                        np.savez(f, *optimizer_values)
+                state = {
+                    "format": STATE_FORMAT,
+                    "epoch": epoch,
+                    "steps_completed": self._steps_completed,
+                    "continue_id": self._continue_id,
+                    "training_length": self._training_length,
+                    "validation_length": self._validation_length,
+                }
+                (path / STATE_FILE).write_text(json.dumps(state, indent=2))
+        self._ckpt_steps = self._steps_completed
+        self._last_ckpt_epoch = epoch
+
+    def _restore(self, checkpoint: str) -> None:
+        if self._is_chief:
+            self._set_status("restoring", force=True)
+        if not getattr(self.model, "built", True):
+            raise RuntimeError(
+                f"DeterminedCallback: cannot restore checkpoint {checkpoint}: the model is not "
+                "built; give it an Input layer or call model.build(input_shape) before fit()"
+            )
+        with self._core.checkpoint.restore_path(checkpoint) as path:
+            _compat.build_optimizer(self.model)
+            self.load_model(self.model, str(path / MODEL_FILE), self._core.distributed)
+            if (path / OPTIMIZER_FILE).exists():
+                self._load_optimizer(path / OPTIMIZER_FILE)
+            state_file = path / STATE_FILE
+            state = json.loads(state_file.read_text()) if state_file.exists() else {}
+        if state and state.get("continue_id") == self._continue_id:
+            self._steps_completed = int(state["steps_completed"])
+            self._ckpt_steps = self._steps_completed
+            self._last_train_epoch = self._last_ckpt_epoch = int(state["epoch"])
+            self._training_length = state.get("training_length")
+            self._validation_length = state.get("validation_length")
+            self._resume_epoch = self._last_train_epoch + 1
+            logger.info(
+                "resuming from checkpoint %s at epoch %d (%d batches trained)",
+                checkpoint,
+                self._resume_epoch,
+                self._steps_completed,
+            )
+        else:
+            self._resume_epoch = None
+            logger.info(
+                "warm start from checkpoint %s: its weights, training from epoch 0", checkpoint
+            )
+
+    def _optimizer_values(self) -> list[np.ndarray] | None:
+        optimizer = getattr(self.model, "optimizer", None)
+        if optimizer is None:
+            return None
+        return [np.asarray(v) for v in keras.backend.batch_get_value(_compat.optimizer_variables(optimizer))]
+
+    def _load_optimizer(self, path: pathlib.Path) -> None:
+        optimizer = getattr(self.model, "optimizer", None)
+        if optimizer is None:
+            return
+        variables = _compat.optimizer_variables(optimizer)
+        with np.load(path) as saved:
+            values = [saved[f"arr_{i}"] for i in range(len(saved.files))]
+        shapes = [tuple(v.shape) for v in variables]
+        if len(values) != len(variables) or shapes != [tuple(v.shape) for v in values]:
+            logger.warning(
+                "optimizer state not restored: the checkpoint has %d variables, the optimizer %d "
+                "(or their shapes differ)",
+                len(values),
+                len(variables),
+            )
+            return
+        with _compat.strategy_scope(self.model):
+            for variable, value in zip(variables, values, strict=True):
+                variable.assign(value)
+
+    # -- helpers -----------------------------------------------------------------------------------
+
+    def _epoch_length(self) -> int | None:
+        steps = self.params.get("steps") if self.params else None
+        return int(steps) if steps else self._training_length
+
+    def _with_counters(self, logs: dict[str, Any] | None, epochs: int) -> dict[str, Any]:
+        metrics = {
+            name: _compat.to_python(value)
+            for name, value in (logs or {}).items()
+            if name not in _NOT_METRICS
+        }
+        metrics.setdefault("epochs", epochs)
+        metrics.setdefault("batches", self._steps_completed)
+        return metrics
+
+    def _set_status(self, status: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if status == self._last_status:
+            return
+        if not force and now - self._last_status_time < _STATUS_INTERVAL:
+            return
+        self._last_status, self._last_status_time = status, now
+        self._core.train.set_status(status)
+
+    def _report_progress(self, progress: float, final: bool) -> None:
+        now = time.monotonic()
+        if not final and now - self._last_progress_time < _STATUS_INTERVAL:
+            return
+        self._last_progress_time = now
+        self._core.train.report_progress(progress)
+
+    def _print_progress(
+        self, logs: dict[str, Any] | None, training: bool, batches: int, total: int | None
+    ) -> None:
+        if not total:
+            return
+        tenth = int(batches * 10 / total) * 10
+        if tenth <= self._percent_printed:
+            return
+        self._percent_printed = tenth
+        percent = int(batches * 100 / total)
+        if training:
+            line = (
+                f"total batches trained: {self._steps_completed}, "
+                f"epoch {self._epoch} {percent}% complete ({batches}/{total})"
+            )
+        else:
+            line = (
+                f"validation after batch {self._steps_completed}: "
+                f"{percent}% complete ({batches}/{total})"
+            )
+        if logs:
+            shown = {k: _compat.to_python(v) for k, v in logs.items() if k not in _NOT_METRICS}
+            line += f": {shown}"
+        print(line, flush=True)

@@ -1,0 +1,20 @@
+"""``det.pytorch.lightning``: PyTorch Lightning on det, through Lightning's public API only.
+
+- :class:`DetLogger` reports what a LightningModule logs as det training/validation metrics;
+- :class:`DetCallback` checkpoints to det storage, honours preemption, reports searcher progress and
+  resumes from the trial's latest checkpoint;
+- :func:`fit` wires both into a ``pl.Trainer`` and runs a LightningModule as a trial.
+
+Both classes work from an ordinary ``pl.Trainer`` in a plain script, on a det cluster or off it::
+
+    with det.core.init() as core_context:
+        det_callback = DetCallback(core_context)
+        trainer = pl.Trainer(logger=DetLogger(core_context), callbacks=[det_callback])
+        trainer.fit(model, datamodule=data, ckpt_path=det_callback.resume_ckpt_path())
+"""
+
+from determined.pytorch.lightning._callback import CHECKPOINT_FILE, DetCallback
+from determined.pytorch.lightning._fit import fit, trial_hparams
+from determined.pytorch.lightning._logger import DetLogger
+
+__all__ = ["CHECKPOINT_FILE", "DetCallback", "DetLogger", "fit", "trial_hparams"]

@@ -1,0 +1,618 @@
+"""The UI's routes without a browser: auth redirects, cookies, 4xx on bad input, secrets masked,
+list pagination over thousands of experiments, decimated and incremental curves, shipped files."""
+
+from __future__ import annotations
+
+import datetime
+import gzip
+import json
+import pathlib
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from sqlalchemy import insert, update
+from webui._site import TRIALS, exp_config, login_token
+
+from determined.master import Master, MasterConfig
+from determined.master.db import Experiment, Metric, Run, TaskLog, User, utcnow
+from determined.master.ui._mask import MASK, is_secret_name, mask
+from determined.master.ui._series import SeriesCache, TrialVersion, bucket_width, decimate
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+UI = ROOT / "packages/master/src/determined/master/ui"
+
+
+@pytest.fixture(scope="module")
+def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
+    data_dir = tmp_path_factory.mktemp("ui-routes")
+    master = Master(MasterConfig(host="127.0.0.1", port=0, data_dir=str(data_dir), slots=1))
+    master.start()
+    try:
+        yield master
+    finally:
+        master.stop()
+
+
+@pytest.fixture(scope="module")
+def token(master: Master) -> str:
+    return login_token(master.url)
+
+
+@pytest.fixture
+def web(master: Master, token: str) -> requests.Session:
+    """A requests session holding the UI's session cookie, as a signed-in browser would."""
+    session = requests.Session()
+    session.cookies.set("auth", token)
+    return session
+
+
+def admin_id(master: Master) -> int:
+    with master.db.read() as session:
+        return next(u.id for u in session.query(User).filter(User.username == "admin"))
+
+
+def add_experiment(master: Master, **fields: Any) -> int:
+    """An experiment row inserted directly (no trial process)."""
+    config = fields.pop("config", None) or {
+        "name": fields.pop("name", "direct"),
+        "searcher": {"name": "single", "metric": "loss", "smaller_is_better": True},
+    }
+    with master.db.write() as session:
+        exp = Experiment(
+            config=config,
+            owner_id=fields.pop("owner_id", admin_id(master)),
+            state=fields.pop("state", "COMPLETED"),
+            labels=fields.pop("labels", []),
+            **fields,
+        )
+        session.add(exp)
+        session.flush()
+        return exp.id
+
+
+def add_trial(master: Master, experiment_id: int, metrics: dict[str, Any] | None = None) -> int:
+    with master.db.write() as session:
+        run = Run(
+            experiment_id=experiment_id,
+            request_id="r",
+            task_id=f"task-{experiment_id}-{time.monotonic_ns()}",
+            state="COMPLETED",
+            hparams={"lr": 0.1, "layers": {"n": 2}},
+            summary_metrics=metrics or {},
+            last_activity=utcnow(),
+            run_id=1,
+        )
+        session.add(run)
+        session.flush()
+        return run.id
+
+
+def add_metrics(master: Master, trial_id: int, group: str, points: list[tuple[int, float]]) -> None:
+    with master.db.write() as session:
+        session.execute(
+            insert(Metric),
+            [
+                {
+                    "trial_id": trial_id,
+                    "trial_run_id": 1,
+                    "group": group,
+                    "total_batches": step,
+                    "end_time": utcnow(),
+                    "metrics": {"avg_metrics": {"loss": value}, "batch_metrics": []},
+                    "archived": False,
+                }
+                for step, value in points
+            ],
+        )
+        session.execute(
+            update(Run)
+            .where(Run.id == trial_id)
+            .values(
+                last_activity=utcnow(),
+                summary_metrics={group: {"loss": {"type": "number", "count": len(points)}}},
+            )
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# sign-in
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/", "/experiments", "/experiments/1?group=training", "/trials/1", "/compare", "/models"],
+)
+def test_pages_redirect_to_login_without_a_session(master: Master, path: str) -> None:
+    response = requests.get(master.url + path, allow_redirects=False, timeout=30)
+    assert response.status_code == 303
+    location = response.headers["location"]
+    assert location.startswith("/login?next=")
+    assert requests.utils.unquote(location.split("next=", 1)[1]) == path
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/ui/api/trials/search", "/ui/api/experiments/1/curves", "/ui/partials/experiments"],
+)
+def test_ui_data_needs_a_session(master: Master, path: str) -> None:
+    response = requests.get(master.url + path, cookies={"auth": "forged"}, timeout=30)
+    assert response.status_code == 401
+    assert "log in again" in response.json()["error"]["error"]
+
+
+def test_login_sets_an_httponly_lax_session_cookie_and_logout_revokes_it(master: Master) -> None:
+    session = requests.Session()
+    response = session.post(
+        master.url + "/login",
+        data={"username": "admin", "password": "", "next": "/experiments?state=ACTIVE"},
+        allow_redirects=False,
+        timeout=30,
+    )
+    assert response.status_code == 303
+    assert response.headers["location"] == "/experiments?state=ACTIVE"
+    cookie = response.headers["set-cookie"]
+    assert re.search(r"(?i)\bhttponly\b", cookie) and re.search(r"(?i)samesite=lax", cookie)
+    token = session.cookies["auth"]
+    # The cookie is an API session token: Bearer works, and the page shows the user.
+    me = requests.get(
+        master.url + "/api/v1/me", headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    assert me.json()["user"]["username"] == "admin"
+    page = session.get(master.url + "/experiments", timeout=30)
+    assert page.status_code == 200 and 'id="user-name"' in page.text and "Sign out" in page.text
+    out = session.post(master.url + "/logout", allow_redirects=False, timeout=30)
+    assert out.status_code == 303 and out.headers["location"] == "/login"
+    assert "auth" not in session.cookies
+    revoked = requests.get(
+        master.url + "/api/v1/me", headers={"Authorization": f"Bearer {token}"}, timeout=30
+    )
+    assert revoked.status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("form", "status", "message"),
+    [
+        ({"username": "admin", "password": "nope"}, 401, "Wrong username or password."),
+        ({"username": "nobody", "password": ""}, 401, "Wrong username or password."),
+        ({"username": "  ", "password": ""}, 400, "Enter a username."),
+    ],
+)
+def test_login_errors_show_on_the_form(
+    master: Master, form: dict[str, str], status: int, message: str
+) -> None:
+    response = requests.post(master.url + "/login", data=form, allow_redirects=False, timeout=30)
+    assert response.status_code == status
+    assert message in response.text
+    assert "set-cookie" not in response.headers
+
+
+@pytest.mark.parametrize("target", ["//evil.example/x", "https://evil.example/", "/\\evil", ""])
+def test_login_never_redirects_off_site(master: Master, target: str) -> None:
+    response = requests.post(
+        master.url + "/login",
+        data={"username": "admin", "password": "", "next": target},
+        allow_redirects=False,
+        timeout=30,
+    )
+    assert response.status_code == 303
+    assert response.headers["location"] == "/"
+
+
+# ---------------------------------------------------------------------------------------------
+# errors
+
+
+def test_bad_ids_and_parameters_are_4xx_never_500(master: Master, web: requests.Session) -> None:
+    exp = add_experiment(master, name="four-oh-four")
+    trial = add_trial(master, exp)
+    html = {
+        "/experiments/abc": 404,
+        "/experiments/99999": 404,
+        "/experiments/-1": 404,
+        "/trials/abc": 404,
+        "/trials/99999": 404,
+        "/models/no-such-model": 404,
+        "/models/no-such-model/versions/1": 404,
+        "/experiments?sort=bogus": 400,
+        "/experiments?order=sideways": 400,
+        "/experiments?limit=0": 400,
+        "/experiments?limit=x": 400,
+        "/experiments?state=SLEEPING": 400,
+        "/experiments?after=%%%": 400,
+        "/compare?trials=a,b": 400,
+    }
+    for path, status in html.items():
+        response = web.get(master.url + path, timeout=30)
+        assert response.status_code == status, (path, response.text[:300])
+        assert response.headers["content-type"].startswith("text/html"), path
+        assert 'id="error-message"' in response.text, path
+    api = {
+        "/ui/api/experiments/99999/curves": 404,
+        "/ui/api/experiments/abc/curves": 400,
+        f"/ui/api/experiments/{exp}/curves?group=nope": 400,
+        f"/ui/api/experiments/{exp}/hparams": 200,
+        "/ui/api/curves?trials=a": 400,
+        "/ui/api/curves?trials=99999": 404,
+        "/ui/api/trials/99999/metrics": 404,
+        "/ui/api/trials/99999/logs": 404,
+        f"/ui/api/trials/{trial}/logs?level=LOUD": 400,
+        f"/ui/api/trials/{trial}/logs?after=x": 400,
+        "/ui/partials/experiments/99999": 404,
+        "/ui/partials/trials/99999": 404,
+        "/ui/partials/experiments?sort=bogus": 400,
+    }
+    for path, status in api.items():
+        response = web.get(master.url + path, timeout=30)
+        assert response.status_code == status, (path, response.text[:300])
+        if status >= 400:
+            assert response.json()["error"]["error"], path
+
+
+# ---------------------------------------------------------------------------------------------
+# secrets
+
+
+def test_experiment_config_secrets_are_masked(
+    master: Master, web: requests.Session, token: str
+) -> None:
+    from e2e.harness import MasterAPI
+
+    secret = "AKIA-very-secret-value"
+    config = exp_config(
+        "masked",
+        checkpoint_storage={
+            "type": "s3",
+            "bucket": "my-bucket",
+            "access_key": secret,
+            "secret_key": secret,
+        },
+        data={"secrets": {"token": secret}, "batch_size": 8},
+        environment={"environment_variables": [f"WANDB_API_KEY={secret}", "SEED=1"]},
+    )
+    exp = MasterAPI(master.url, "admin").create_experiment(config, TRIALS, activate=False)
+    page = web.get(f"{master.url}/experiments/{exp}", timeout=30)
+    assert page.status_code == 200
+    assert secret not in page.text
+    assert "bucket: my-bucket" in page.text and "batch_size: 8" in page.text
+    assert "SEED=1" in page.text and f"WANDB_API_KEY={MASK}" in page.text
+    assert page.text.count(MASK) >= 6  # submitted and full config: two keys, the token, the env
+    for path in (f"/ui/partials/experiments/{exp}", "/ui/partials/experiments"):
+        assert secret not in web.get(master.url + path, timeout=30).text
+
+
+def test_mask_rules() -> None:
+    assert is_secret_name("secret_key") and is_secret_name("secretAccessKey")
+    assert is_secret_name("AWS_SECRET_ACCESS_KEY") and is_secret_name("password")
+    assert is_secret_name("connection_string") and is_secret_name("auth_token")
+    assert not is_secret_name("num_tokens") and not is_secret_name("bucket")
+    masked = mask(
+        {
+            "checkpoint_storage": {"type": "azure", "container": "c", "connection_string": "x"},
+            "hyperparameters": {"num_tokens": 5, "password_len": {"type": "const", "val": 3}},
+            "data": {"secrets": {"a": [1, {"b": "c"}], "empty": ""}},
+            "environment": {"environment_variables": {"cpu": ["PASSWORD=p", "X=1"]}},
+        }
+    )
+    assert masked["checkpoint_storage"] == {
+        "type": "azure",
+        "container": "c",
+        "connection_string": MASK,
+    }
+    assert masked["hyperparameters"]["num_tokens"] == 5
+    assert masked["data"]["secrets"] == {"a": [MASK, {"b": MASK}], "empty": ""}
+    assert masked["environment"]["environment_variables"]["cpu"] == [f"PASSWORD={MASK}", "X=1"]
+
+
+# ---------------------------------------------------------------------------------------------
+# the experiment list
+
+
+def test_list_pages_stay_fast_and_exact_over_thousands_of_experiments(
+    master: Master, web: requests.Session
+) -> None:
+    owner = admin_id(master)
+    with master.db.write() as session:
+        other = User(username="pager-bob", password_hash="")
+        session.add(other)
+        session.flush()
+        bob = other.id
+        start = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+        session.execute(
+            insert(Experiment),
+            [
+                {
+                    "config": {
+                        "name": f"bulk-{i % 37:02d}",
+                        "searcher": {"name": "single", "metric": "loss"},
+                    },
+                    "owner_id": bob if i % 3 == 0 else owner,
+                    "state": ("COMPLETED", "ERROR", "PAUSED")[i % 3 if i % 5 else 0],
+                    "labels": ["bulk", "odd"] if i % 2 else ["bulk"],
+                    "start_time": start + datetime.timedelta(minutes=i % 500),
+                    "progress": (i % 11) / 10 if i % 7 else None,
+                    "archived": i % 50 == 0,
+                }
+                for i in range(3000)
+            ],
+        )
+    with master.db.read() as session:
+        rows = [
+            (e.id, e.config["name"], e.owner_id, e.state, e.labels, e.archived)
+            for e in session.query(Experiment).filter(
+                Experiment.config["name"].as_string().like("bulk-%")
+            )
+        ]
+    assert len(rows) == 3000
+
+    def walk(query: str, limit: int) -> tuple[list[int], list[float]]:
+        ids: list[int] = []
+        times: list[float] = []
+        url = f"{master.url}/ui/partials/experiments?label=bulk&limit={limit}{query}"
+        while url:
+            started = time.perf_counter()
+            response = web.get(url, timeout=60)
+            times.append(time.perf_counter() - started)
+            assert response.status_code == 200, response.text[:300]
+            ids += [int(x) for x in re.findall(r'<tr data-id="(\d+)"', response.text)]
+            nxt = re.search(r'id="page-next" href="([^"]+)"', response.text)
+            url = (
+                master.url
+                + nxt.group(1)
+                .replace("&amp;", "&")
+                .replace("/experiments", "/ui/partials/experiments", 1)
+                if nxt
+                else ""
+            )
+        return ids, times
+
+    visible = [r for r in rows if not r[5]]
+    ids, times = walk("", 500)
+    assert ids == sorted((r[0] for r in visible), reverse=True)
+    assert sorted(times)[len(times) // 2] < 1.0, times  # a page costs what page one costs
+
+    ids, _ = walk("&sort=name&order=asc&archived=1", 400)
+    assert ids == [r[0] for r in sorted(rows, key=lambda r: (r[1], r[0]))]
+
+    ids, _ = walk("&owner=pager-bob&state=COMPLETED&name=BULK-0", 100)
+    want = [
+        r[0] for r in visible if r[2] == bob and r[3] == "COMPLETED" and r[1].startswith("bulk-0")
+    ]
+    assert ids == sorted(want, reverse=True) and want
+
+    ids, _ = walk("&label=odd", 500)
+    assert ids == sorted((r[0] for r in visible if "odd" in r[4]), reverse=True)
+
+    # Previous goes back to exactly the page before.
+    first = web.get(f"{master.url}/experiments?label=bulk&limit=20", timeout=30).text
+    nxt = re.search(r'id="page-next" href="([^"]+)"', first).group(1).replace("&amp;", "&")
+    second = web.get(master.url + nxt, timeout=30).text
+    prev = re.search(r'id="page-prev" href="([^"]+)"', second).group(1).replace("&amp;", "&")
+    back = web.get(master.url + prev, timeout=30).text
+    pattern = r'<tr data-id="(\d+)"'
+    assert re.findall(pattern, back) == re.findall(pattern, first)
+    assert "page-prev" not in back.split('class="pager"')[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# curves
+
+
+def test_curves_are_decimated_per_pixel_column_and_keep_extremes(
+    master: Master, web: requests.Session
+) -> None:
+    exp = add_experiment(master, name="curvy")
+    trials = [add_trial(master, exp) for _ in range(3)]
+    for n, trial in enumerate(trials):
+        points = [(step, 1.0 / step + n) for step in range(1, 5001)]
+        points[2500] = (2501, 100.0 + n)  # a spike must survive decimation
+        add_metrics(master, trial, "training", points)
+    response = web.get(
+        f"{master.url}/ui/api/experiments/{exp}/curves?group=training&metric=loss&width=200",
+        headers={"Accept-Encoding": "gzip"},
+        timeout=30,
+    )
+    assert response.status_code == 200
+    assert response.headers.get("content-encoding") == "gzip"
+    payload = response.json()
+    assert payload["group"] == "training" and payload["metric"] == "loss"
+    assert payload["reportedPoints"] == 15000
+    assert [t["id"] for t in payload["trials"]] == trials
+    for n, trial in enumerate(payload["trials"]):
+        assert trial["points"] == 5000
+        assert len(trial["x"]) <= 2 * 200 + 1
+        assert max(trial["y"]) == 100.0 + n and trial["x"][trial["y"].index(100.0 + n)] == 2501
+        assert trial["x"][0] == 1 and trial["x"][-1] == 5000
+        assert min(trial["y"]) == pytest.approx(1 / 5000 + n, rel=1e-5)
+    # Raw points are sent whole when they fit.
+    small = web.get(
+        f"{master.url}/ui/api/curves?trials={trials[0]}&group=training&metric=loss&width=4000",
+        timeout=30,
+    ).json()
+    assert len(small["trials"][0]["x"]) == 5000
+
+
+def test_a_large_cold_load_answers_a_sample_first(
+    master: Master, web: requests.Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from determined.master.ui import _api
+
+    monkeypatch.setattr(_api, "PREVIEW_ROWS", 1000)
+    exp = add_experiment(master, name="previewed")
+    trials = [add_trial(master, exp) for _ in range(2)]
+    for trial in trials:
+        add_metrics(master, trial, "training", [(s, 1.0 / s) for s in range(1, 3001)])
+    url = f"{master.url}/ui/api/experiments/{exp}/curves?group=training&metric=loss&width=4000"
+    first = web.get(url, timeout=30).json()
+    assert first["preview"] == 6  # 6,000 reports to read, 1,000 at most sampled
+    for trial in first["trials"]:
+        assert 300 <= len(trial["x"]) <= 700 and trial["x"] == sorted(trial["x"])
+    complete = web.get(url + "&full=1", timeout=30).json()
+    assert complete["preview"] == 0 and [len(t["x"]) for t in complete["trials"]] == [3000, 3000]
+    again = web.get(url, timeout=30).json()  # cached now: no sample any more
+    assert again["preview"] == 0 and again["trials"] == complete["trials"]
+
+
+def test_series_cache_reads_only_new_reports(master: Master) -> None:
+    exp = add_experiment(master, name="cached")
+    trials = [add_trial(master, exp) for _ in range(4)]
+    for trial in trials:
+        add_metrics(master, trial, "training", [(s, float(s)) for s in range(1, 101)])
+    cache = SeriesCache(master.db)
+
+    def versions() -> dict[int, TrialVersion]:
+        with master.db.read() as session:
+            runs = session.query(Run).filter(Run.id.in_(trials))
+            return {r.id: TrialVersion(r.run_id, str(r.last_activity)) for r in runs}
+
+    series = cache.get(versions(), "training", "loss")
+    assert cache.queries == 1 and all(len(s.xs) == 100 for s in series.values())
+    cache.get(versions(), "training", "loss")
+    assert cache.queries == 1  # nothing reported since: no query at all
+    add_metrics(master, trials[1], "training", [(s, float(s)) for s in range(101, 111)])
+    add_metrics(master, trials[2], "training", [(s, float(s)) for s in range(101, 106)])
+    series = cache.get(versions(), "training", "loss")
+    assert cache.queries == 2  # one query for both trials that reported
+    assert [len(series[t].xs) for t in trials] == [100, 110, 105, 100]
+    with master.db.write() as session:  # a restart may archive reports: reload that trial
+        session.execute(update(Run).where(Run.id == trials[3]).values(run_id=2))
+        session.execute(
+            update(Metric)
+            .where(Metric.trial_id == trials[3], Metric.total_batches > 50)
+            .values(archived=True)
+        )
+    series = cache.get(versions(), "training", "loss")
+    assert len(series[trials[3]].xs) == 50
+
+
+def test_decimate_keeps_min_max_of_every_bucket() -> None:
+    from array import array
+
+    xs = array("d", range(10000))
+    ys = array("d", ((i * 7919) % 1000 for i in range(10000)))
+    bucket = bucket_width(0, 9999, 100)
+    assert bucket == 100.0
+    out_x, out_y = decimate(xs, ys, bucket)
+    assert len(out_x) <= 201 and out_x == sorted(out_x)
+    for column in range(100):
+        lo, hi = column * bucket, (column + 1) * bucket
+        inside = [y for x, y in zip(xs, ys, strict=True) if lo <= x < hi]
+        kept = [y for x, y in zip(out_x, out_y, strict=True) if lo <= x < hi]
+        assert min(inside) in kept and max(inside) in kept
+    short = array("d", [1, 2, 3])
+    assert decimate(short, short, 1.0) == ([1, 2, 3], [1, 2, 3])
+    assert decimate(short, short, 100.0) == ([1, 3], [1, 3])  # one bucket: its min and max
+    assert bucket_width(0, 1234, 1000) == 1.5 and bucket_width(5, 5, 10) == 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# logs, search, compare
+
+
+def test_trial_logs_tail_and_filters(master: Master, web: requests.Session) -> None:
+    exp = add_experiment(master, name="logged")
+    trial = add_trial(master, exp)
+    with master.db.read() as session:
+        task_id = session.get(Run, trial).task_id
+    lines = [
+        (0, "LOG_LEVEL_INFO", "starting"),
+        (1, "LOG_LEVEL_INFO", "worker up"),
+        (0, "LOG_LEVEL_WARNING", "learning rate is high"),
+        (1, "LOG_LEVEL_ERROR", "NaN loss"),
+        (None, None, "plain stdout line"),
+    ]
+    with master.db.write() as session:
+        session.add_all(
+            TaskLog(task_id=task_id, rank_id=r, level=lv, log=text + "\n", timestamp=utcnow())
+            for r, lv, text in lines
+        )
+
+    def texts(**params: Any) -> list[str]:
+        response = web.get(f"{master.url}/ui/api/trials/{trial}/logs", params=params, timeout=30)
+        assert response.status_code == 200, response.text
+        return [line["text"] for line in response.json()["logs"]]
+
+    assert texts() == [text for _, _, text in lines]
+    assert texts(rank=1) == ["worker up", "NaN loss"]
+    assert texts(level="WARNING") == ["learning rate is high", "NaN loss"]
+    assert texts(level="info") == [text for _, _, text in lines]
+    assert texts(q="nan LOSS") == ["NaN loss"]
+    assert texts(tail=2) == ["NaN loss", "plain stdout line"]
+    everything = web.get(f"{master.url}/ui/api/trials/{trial}/logs", timeout=30).json()
+    assert everything["done"] is True
+    after = everything["logs"][2]["id"]
+    assert texts(after=after) == ["NaN loss", "plain stdout line"]
+
+
+def test_search_and_compare_trials_across_experiments(
+    master: Master, web: requests.Session
+) -> None:
+    first = add_experiment(master, name="compare-left")
+    second = add_experiment(master, name="compare-right")
+    left, right = add_trial(master, first), add_trial(master, second)
+    add_metrics(master, left, "validation", [(10, 0.5), (20, 0.25)])
+    add_metrics(master, right, "validation", [(10, 0.4)])
+    found = web.get(f"{master.url}/ui/api/trials/search?q=compare-", timeout=30).json()
+    assert {t["id"] for t in found["trials"]} == {left, right}
+    assert (
+        web.get(f"{master.url}/ui/api/trials/search?q={right}", timeout=30).json()["trials"][0][
+            "experimentName"
+        ]
+        == "compare-right"
+    )
+    payload = web.get(f"{master.url}/ui/api/curves?trials={right},{left}", timeout=30).json()
+    assert [t["id"] for t in payload["trials"]] == [right, left]
+    assert payload["group"] == "validation" and payload["metric"] == "loss"
+    assert [t["experimentName"] for t in payload["trials"]] == ["compare-right", "compare-left"]
+    assert payload["trials"][1]["y"] == [0.5, 0.25]
+    assert payload["trials"][0]["hparams"] == {"lr": 0.1, "layers.n": 2}
+
+
+# ---------------------------------------------------------------------------------------------
+# the app around the UI
+
+
+def test_ui_does_not_shadow_the_api(master: Master, web: requests.Session) -> None:
+    docs = requests.get(master.url + "/api/v1/docs", timeout=30)
+    assert docs.status_code == 200 and "swagger" in docs.text.lower()
+    spec = requests.get(master.url + "/api/v1/openapi.json", timeout=30).json()
+    ui_paths = ("/login", "/logout", "/experiments", "/trials", "/compare", "/models", "/ui/")
+    assert not [path for path in spec["paths"] if path == "/" or path.startswith(ui_paths)]
+    missing = web.get(master.url + "/api/v1/no-such-route", timeout=30)
+    assert missing.status_code == 404 and missing.headers["content-type"] == "application/json"
+    assert requests.get(master.url + "/health", timeout=30).json()["status"] == "ok"
+
+
+def test_static_files_are_served_revalidated_and_need_no_network(master: Master) -> None:
+    for path in sorted((UI / "static").iterdir()):
+        response = requests.get(f"{master.url}/ui/static/{path.name}", timeout=30)
+        assert response.status_code == 200, path.name
+        assert response.headers["cache-control"] == "no-cache"
+    for path in [*(UI / "static").iterdir(), *(UI / "templates").rglob("*.html")]:
+        text = path.read_text()
+        assert not re.search(r"""(src|href)=["']?(https?:)?//""", text), path
+        assert not re.search(r"""import[^;]*["']https?://""", text), path
+
+
+def test_the_wheel_ships_templates_and_static_files() -> None:
+    from hatchling.builders.wheel import WheelBuilder
+
+    shipped = {
+        f.distribution_path
+        for f in WheelBuilder(str(ROOT / "packages/master")).recurse_included_files()
+    }
+    for path in [*(UI / "static").iterdir(), *(UI / "templates").rglob("*.html")]:
+        relative = path.relative_to(UI.parents[2]).as_posix()
+        assert relative in shipped, relative
+
+
+def test_gzip_is_skipped_for_clients_that_do_not_ask(master: Master, web: requests.Session) -> None:
+    raw = web.get(
+        f"{master.url}/ui/api/trials/search?q=", headers={"Accept-Encoding": "identity"}, timeout=30
+    )
+    assert "content-encoding" not in raw.headers
+    assert isinstance(json.loads(raw.content), dict)
+    assert gzip  # (gzip-encoded answers are checked in the curves test)
