@@ -8,7 +8,7 @@ import pathlib
 import socket
 from collections.abc import Callable
 
-from cli.harness import DET, DET_CLI, Det, created_id, wait_state
+from cli.harness import DET, DET_CLI, Det, created_id, wait_for, wait_state
 
 from determined.client import Session
 
@@ -101,3 +101,49 @@ def test_script_master_down_is_one_line(det: Det) -> None:
     assert result.returncode == 1
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
     assert DET.exists()
+
+
+def test_lifecycle_logs_download_and_model_as_scripts(
+    det: Det,
+    api: Session,
+    write_config: Callable[..., pathlib.Path],
+    context_dir: pathlib.Path,
+    tmp_path: pathlib.Path,
+) -> None:
+    """The issue's subprocess list: pause, activate, kill, logs, checkpoint download and model
+    registration, each through the installed ``det`` script."""
+    finite = created_id(det.sh("e", "create", str(write_config()), str(context_dir)).stdout)
+    forever = created_id(
+        det.sh(
+            "e", "create", str(write_config(hyperparameters={"forever": True})), str(context_dir)
+        ).stdout
+    )
+
+    def batches() -> int:
+        trials = api.request("GET", f"/api/v1/experiments/{forever}/trials")["trials"]
+        return int(trials[0]["totalBatchesProcessed"]) if trials else 0
+
+    wait_for(lambda: batches() > 0, "the trial to train")
+    assert det.sh("e", "pause", str(forever)).returncode == 0
+    wait_state(api, forever, "STATE_PAUSED")
+    assert det.sh("e", "activate", str(forever)).returncode == 0
+    paused_at = batches()
+    wait_for(lambda: batches() > paused_at, "the trial to train again")
+    assert det.sh("e", "kill", str(forever)).returncode == 0
+    wait_state(api, forever, "STATE_CANCELED")
+
+    assert wait_state(api, finite) == "STATE_COMPLETED"
+    trial_id = api.request("GET", f"/api/v1/experiments/{finite}/trials")["trials"][0]["id"]
+    logs = det.sh("t", "logs", str(trial_id), "--tail", "50")
+    assert logs.returncode == 0 and "trial done" in logs.stdout, logs.stderr
+    best = api.request("GET", f"/api/v1/experiments/{finite}/checkpoints")["checkpoints"]
+    uuid = max(best, key=lambda c: c["metadata"]["steps_completed"])["uuid"]
+    out = tmp_path / "downloaded"
+    assert det.sh("c", "download", uuid, "-o", str(out)).returncode == 0
+    assert (out / "weights.bin").read_bytes() == b"0" * 64
+
+    assert det.sh("m", "create", "cli-script-model").returncode == 0
+    registered = det.sh("m", "register-version", "cli-script-model", uuid)
+    assert registered.returncode == 0, registered.stderr
+    described = det.sh("m", "describe", "cli-script-model")
+    assert described.returncode == 0 and uuid in described.stdout, described.stdout
