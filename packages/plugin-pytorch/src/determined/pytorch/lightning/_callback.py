@@ -22,6 +22,7 @@ check), so validating or not at a step does not change what training draws next.
 from __future__ import annotations
 
 import contextlib
+import importlib.metadata
 import logging
 import math
 import pathlib
@@ -48,6 +49,8 @@ CHECKPOINT_FILE = "model.ckpt"
 """The Lightning checkpoint inside a det checkpoint (``Module.load_from_checkpoint(dir / this)``)."""
 
 CHECKPOINT_POLICIES = ("best", "all", "none")
+
+_LIGHTNING_VERSION = importlib.metadata.version("pytorch-lightning")
 
 
 class DetCallback(Checkpoint):
@@ -217,7 +220,8 @@ class DetCallback(Checkpoint):
     ) -> None:
         self._rng_before_validation = torch.get_rng_state()
         step = trainer.global_step
-        if self._is_chief and step % max(trainer.log_every_n_steps, 1) == 0:
+        every = int(getattr(trainer, "log_every_n_steps", 50) or 1)  # set by Trainer(...)
+        if self._is_chief and step % every == 0:
             self._report_progress(trainer)
         if self._preempted or not self._core.preempt.should_preempt():
             return
@@ -302,7 +306,7 @@ class DetCallback(Checkpoint):
             "steps_completed": step,
             "epoch": int(trainer.current_epoch),
             "format": "pytorch-lightning",
-            "framework": f"pytorch-lightning {pl.__version__}",
+            "framework": f"pytorch-lightning {_LIGHTNING_VERSION}",
             "checkpoint_file": CHECKPOINT_FILE,
         }
         shard = self._core.distributed.size > 1
@@ -373,7 +377,7 @@ class DetCallback(Checkpoint):
         try:
             self._operation = next(operations, None)
         except ValueError as exc:  # the experiment configures no length
-            logger.info("no searcher operations: %s", exc)
+            logger.debug("no searcher operations: %s", exc)
             return
         self._operations = operations
 

@@ -10,7 +10,8 @@ from typing import Any
 import pytorch_lightning as pl
 
 import determined as det
-from determined.core._searcher import Unit, parse_max_length
+from determined.core import Unit
+from determined.core._searcher import parse_max_length
 from determined.pytorch.lightning._callback import DetCallback
 from determined.pytorch.lightning._logger import DetLogger
 

@@ -20,10 +20,16 @@ def capture() -> dict[str, Any]:
     name, keys, position, has_gauss, cached = np.random.get_state(legacy=True)
     state: dict[str, Any] = {
         "python": [version, list(internal), gauss],
-        "numpy": [str(name), keys.tolist(), int(position), int(has_gauss), float(cached)],
+        "numpy": [
+            str(name),
+            np.asarray(keys).tolist(),
+            int(position),
+            int(has_gauss),
+            float(cached),
+        ],
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         state["cuda"] = torch.cuda.get_rng_state_all()
     return state
 
