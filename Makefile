@@ -43,8 +43,8 @@ LEGACY_STAMP := $(LEGACY_VENV)/.det-installed
 LEGACY_REQUIREMENTS := tensorflow==2.15.1 tensorflow-estimator==2.15.0 keras==2.15.0 numpy==1.26.4 \
 	protobuf==4.25.9 torch==2.13.0 pytest==9.2.0 pytest-timeout==2.4.0 pluggy==1.7.0 \
 	requests==2.34.2 PyYAML==6.0.3 platformdirs==4.14.7 psutil==7.2.2 fsspec==2026.9.0 \
-	hatchling==1.33.0 editables==0.6
-LEGACY_PACKAGES := packages/core packages/plugin-keras
+	hatchling==1.33.0 editables==0.6 scikit-learn==1.9.1
+LEGACY_PACKAGES := packages/core packages/plugin-keras packages/plugin-estimator
 
 .PHONY: legacy-venv
 legacy-venv: $(LEGACY_STAMP)

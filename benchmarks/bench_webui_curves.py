@@ -40,7 +40,7 @@ RESOURCE = """(part) => performance.getEntriesByType('resource')
   .filter((e) => e.name.includes(part))
   .map((e) => ({transfer: e.transferSize, body: e.decodedBodySize, ms: e.duration}))"""
 
-BASELINE = """async ([ids, Chart]) => {
+BASELINE = """async (ids) => {
   const { Chart: ChartClass } = await import('/ui/static/chart.js');
   const started = performance.now();
   const params = new URLSearchParams({group: 'training'});
@@ -184,7 +184,7 @@ def main() -> int:
             draw_ms = page.evaluate(
                 "() => window.detCharts.find((c) => c.canvas.dataset.chart === 'curves').drawMs"
             )
-            base = page.evaluate(BASELINE, [run_ids[: args.baseline_trials], None])
+            base = page.evaluate(BASELINE, run_ids[: args.baseline_trials])
             browser.close()
     finally:
         master.stop()

@@ -104,7 +104,10 @@ def run(
     reports: dict[str, list[tuple[int, dict[str, Any]]]] = {"training": [], "validation": []}
     with det.core.init(checkpoint_storage=str(storage)) as core_context:
         train = core_context.train
-        real_training, real_validation = train.report_training_metrics, train.report_validation_metrics
+        real_training, real_validation = (
+            train.report_training_metrics,
+            train.report_validation_metrics,
+        )
 
         def training(steps_completed: int, metrics: dict[str, Any], *a: Any) -> None:
             reports["training"].append((steps_completed, dict(metrics)))

@@ -45,7 +45,9 @@ def run(trial_class: type, storage: str, **fit: object) -> dict[str, object]:
     ) as context:
         trial = trial_class(context)
         pytorch.Trainer(trial, context).fit(**FIT, **fit)  # type: ignore[arg-type]
-        uuid = context.distributed.broadcast(trial.counter.uuids[-1] if trial.counter.uuids else None)
+        uuid = context.distributed.broadcast(
+            trial.counter.uuids[-1] if trial.counter.uuids else None
+        )
         return {
             "ddp": isinstance(trial.model, torch.nn.parallel.DistributedDataParallel),
             "size": context.distributed.size,

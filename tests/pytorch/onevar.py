@@ -212,7 +212,7 @@ class OneVarTrial(pytorch.PyTorchTrial):
         }
 
     def evaluate_batch(self, batch: Any, batch_idx: int) -> dict[str, Any]:
-        data, label, index = batch
+        data, label, _ = batch
         loss = torch.nn.functional.mse_loss(self.model(data), label)
         self.fn_reducer.update(float(label.sum()))
         return {"val_loss": loss, "weight": self.model.weight.data.item(), "records": len(data)}

@@ -162,7 +162,10 @@ def test_upstream_checkpoint_resumes_training(train: Train) -> None:
     _upstream_checkpoint(trial0.storage / "upstream-ckpt", weight=0.5)
     np.random.seed(0)
     trial = train(
-        onevar.OneVarTrial, {"lr": 0.1}, max_length=pytorch.Batch(6), latest_checkpoint="upstream-ckpt"
+        onevar.OneVarTrial,
+        {"lr": 0.1},
+        max_length=pytorch.Batch(6),
+        latest_checkpoint="upstream-ckpt",
     )
     # training continued from batch 4 with the checkpoint's weight
     assert trial.counter.startup == [(4, "upstream-ckpt")]
@@ -189,7 +192,9 @@ def test_upstream_pickles_with_objects_are_refused(tmp_path: pathlib.Path) -> No
 def test_warm_start_from_another_trial_starts_at_batch_zero(train: Train) -> None:
     trial0 = train(onevar.OneVarTrial, {}, max_length=pytorch.Batch(1))
     _upstream_checkpoint(trial0.storage / "other-trial", weight=0.25, trial_id=99)
-    trial = train(onevar.OneVarTrial, {}, max_length=pytorch.Batch(2), latest_checkpoint="other-trial")
+    trial = train(
+        onevar.OneVarTrial, {}, max_length=pytorch.Batch(2), latest_checkpoint="other-trial"
+    )
     assert trial.counter.startup == [(0, "other-trial")]
     assert trial.counter.batch_metrics[0]["w_before"] == 0.25
     assert len(trial.counter.batch_metrics) == 2

@@ -178,7 +178,9 @@ def test_gradient_aggregation(train: Train) -> None:
     )
     after = [b["w_after"] for b in trial.counter.batch_metrics]
     steps = onevar.expected_weights(0.1, 4)  # averaged gradients: one SGD step per two batches
-    assert after == pytest.approx([0.0, steps[0], steps[0], steps[1], steps[1], steps[2], steps[2], steps[3]], abs=1e-6)
+    assert after == pytest.approx(
+        [0.0, steps[0], steps[0], steps[1], steps[1], steps[2], steps[2], steps[3]], abs=1e-6
+    )
 
 
 def test_test_mode_and_step_zero_validation(train: Train) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import requests
+from postgres_db import drop_database, postgres_url
 from sqlalchemy import insert, update
 from webui._site import TRIALS, exp_config, login_token
 
@@ -26,15 +27,23 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 UI = ROOT / "packages/master/src/determined/master/ui"
 
 
-@pytest.fixture(scope="module")
-def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
+@pytest.fixture(
+    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+)
+def master(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Master]:
+    """One master per module, on SQLite and on PostgreSQL."""
     data_dir = tmp_path_factory.mktemp("ui-routes")
-    master = Master(MasterConfig(host="127.0.0.1", port=0, data_dir=str(data_dir), slots=1))
+    url = postgres_url() if request.param == "postgres" else None
+    master = Master(MasterConfig(host="127.0.0.1", port=0, db=url, data_dir=str(data_dir), slots=1))
     master.start()
     try:
         yield master
     finally:
         master.stop()
+        if url:
+            drop_database(url)
 
 
 @pytest.fixture(scope="module")
@@ -341,7 +350,16 @@ def test_list_pages_stay_fast_and_exact_over_thousands_of_experiments(
         )
     with master.db.read() as session:
         rows = [
-            (e.id, e.config["name"], e.owner_id, e.state, e.labels, e.archived)
+            (
+                e.id,
+                e.config["name"],
+                e.owner_id,
+                e.state,
+                e.labels,
+                e.archived,
+                e.start_time.replace(tzinfo=None),
+                -1.0 if e.progress is None else e.progress,
+            )
             for e in session.query(Experiment).filter(
                 Experiment.config["name"].as_string().like("bulk-%")
             )
@@ -376,6 +394,10 @@ def test_list_pages_stay_fast_and_exact_over_thousands_of_experiments(
 
     ids, _ = walk("&sort=name&order=asc&archived=1", 400)
     assert ids == [r[0] for r in sorted(rows, key=lambda r: (r[1], r[0]))]
+    ids, _ = walk("&sort=start&order=asc", 500)  # timestamps in the cursor
+    assert ids == [r[0] for r in sorted(visible, key=lambda r: (r[6], r[0]))]
+    ids, _ = walk("&sort=progress", 500)  # experiments without progress sort last
+    assert ids == [r[0] for r in sorted(visible, key=lambda r: (r[7], r[0]), reverse=True)]
 
     ids, _ = walk("&owner=pager-bob&state=COMPLETED&name=BULK-0", 100)
     want = [

@@ -97,3 +97,24 @@ def test_full_search_runs_every_trial_and_shuts_down(
     # every trial trained to one of the rung lengths and at least one per bracket reached the top
     assert set(runner.lengths.values()) <= {15, 62, 250, 1000}
     assert sum(1 for n in runner.lengths.values() if n == 1000) >= 3
+
+
+def test_worked_example_rung_count() -> None:
+    from determined.master.searchers._adaptive_asha import bracket_rungs_for_mode, max_rungs_for
+
+    # R = min(5, floor(ln 1000 / ln 4) + 1 = 5, floor(ln 100 / ln 4) + 1 = 4) = 4
+    assert max_rungs_for(5, 1000, 4.0, 100) == 4
+    assert max_rungs_for(5, 100, 4.0, 16) == 3  # the smaller case
+    assert max_rungs_for(2, 1000, 4.0, 100) == 2  # max_rungs caps it
+    assert max_rungs_for(5, 64, 4.0, 1000) == 4  # ln 64 / ln 4 = 3 exactly: + 1
+    assert bracket_rungs_for_mode("standard", 4) == [2, 3, 4]
+    assert bracket_rungs_for_mode("standard", 5) == [3, 4, 5]
+    assert bracket_rungs_for_mode("conservative", 3) == [1, 2, 3]
+    assert bracket_rungs_for_mode("aggressive", 3) == [3]
+
+
+def test_worked_example_initial_trials_per_bracket(asha_config_factory, build_searcher) -> None:
+    searcher = build_searcher(asha_config_factory(max_trials=100, max_time=1000))
+    actions = searcher.initial_trials()
+    table = searcher.method.trial_table  # request id -> bracket index
+    assert [table[a.request_id] for a in actions] == [0] * 6 + [1] * 5 + [2] * 5

@@ -43,3 +43,14 @@ def test_full_length_searchers(config_factory) -> None:
     assert grid["summary"]["trials"] == [{"count": 4, "unit": {"maxLength": True}}]
     with pytest.raises(ValueError, match=r"searcher\.name"):
         preview(config_factory(name="pbt"))
+
+
+def test_worked_example_per_bracket(asha_config_factory) -> None:
+    # §2.7: each bracket alone (the totals above are their sum)
+    def bracket(rungs: int, trials: int) -> list[tuple[int, int]]:
+        config = asha_config_factory(max_trials=trials, max_time=1000, bracket_rungs=[rungs])
+        return _units(preview(config))
+
+    assert bracket(4, 70) == [(53, 15), (13, 62), (3, 250), (1, 1000)]
+    assert bracket(3, 22) == [(17, 62), (4, 250), (1, 1000)]
+    assert bracket(2, 8) == [(6, 250), (2, 1000)]

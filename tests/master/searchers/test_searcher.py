@@ -212,3 +212,74 @@ def test_third_party_method_through_the_wrapper(plugins, config_factory, runner_
     assert searcher.progress() == 0.75
     # built-in names still reach det-master's plugin
     assert type(Searcher(config_factory(name="single")).method).__name__ == "RandomSearch"
+
+
+# ---- reports after a Stop, repeated lengths, and the operations protocol ----------------------
+
+
+def _asha_searcher(asha_config_factory, build_searcher, **kw: Any) -> tuple[Searcher, list[str]]:
+    searcher = build_searcher(asha_config_factory(**kw))
+    return searcher, [c.request_id for c in _start(searcher)]
+
+
+def test_a_stopped_trial_reports_nothing_more(asha_config_factory, build_searcher) -> None:
+    searcher, (a, b, *_) = _asha_searcher(asha_config_factory, build_searcher)
+    searcher.validation_completed(a, {"val_loss": 0.1, "batches": 6})
+    actions = searcher.validation_completed(b, {"val_loss": 0.9, "batches": 6})
+    assert actions[0] == Stop(b) and isinstance(actions[1], Create)
+    requested = searcher.trials_requested
+    # the stopped trial's late (or repeated) reports: upstream ranked them again and created
+    # another trial for each
+    assert searcher.validation_completed(b, {"val_loss": 0.9, "batches": 6}) == []
+    assert searcher.validation_completed(b, {"val_loss": 0.8, "batches": 25}) == []
+    assert searcher.trials_requested == requested
+    rungs = searcher.state_dict()["search_method_state"]["sub_search_states"][0]["rungs"]
+    assert [m["request_id"] for m in rungs[0]["metrics"]] == [a, b]
+
+
+def test_each_length_is_judged_once(asha_config_factory, build_searcher) -> None:
+    searcher, (a, *_) = _asha_searcher(asha_config_factory, build_searcher)
+    searcher.validation_completed(a, {"val_loss": 0.5, "batches": 3})  # below the first rung
+    searcher.validation_completed(a, {"val_loss": 0.5, "batches": 6})
+    assert searcher.validated_time[a] == 6.0
+    # a restarted trial re-reporting, and the completed operation of the same length
+    assert searcher.validation_completed(a, {"val_loss": 0.4, "batches": 6}) == []
+    assert searcher.operation_completed(a, 6, 0.3) == []
+    rungs = searcher.state_dict()["search_method_state"]["sub_search_states"][0]["rungs"]
+    assert [m["metric"] for m in rungs[0]["metrics"]] == [0.5]
+
+
+def test_operations_follow_the_rungs(asha_config_factory, build_searcher) -> None:
+    searcher, ids = _asha_searcher(asha_config_factory, build_searcher)
+    a, b = ids[0], ids[-1]  # a: 3-rung bracket [6, 25, 100]; b: 2-rung bracket [25, 100]
+    assert searcher.next_operation(a) == 6 and searcher.next_operation(b) == 25
+    assert searcher.operation_completed(a, 6, 0.5) == []  # best so far: promoted
+    assert searcher.next_operation(a) == 25
+    # a trial on the protocol may report validations without the searcher's metrics
+    assert searcher.validation_completed(a, {"accuracy": 0.3}) == []
+    assert searcher.validation_completed(a, {"val_loss": 0.3}) == []
+    assert searcher.operation_completed(a, 25, 0.4) == []
+    assert searcher.operation_completed(a, 100, 0.2)[0] == Stop(a)
+    assert searcher.next_operation(a) is None
+    # state survives a restart
+    twin = build_searcher(asha_config_factory())
+    twin.load_state_dict(json.loads(json.dumps(searcher.state_dict())))
+    assert twin.state_dict() == searcher.state_dict()
+    assert twin.next_operation(a) is None and twin.next_operation(b) == 25
+    # a trial not on the protocol must still report the searcher's metrics, as upstream
+    with pytest.raises(ValueError, match="'batches' is missing"):
+        searcher.validation_completed(ids[1], {"val_loss": 0.3})
+
+
+def test_operations_of_full_length_searchers(config_factory, build_searcher) -> None:
+    searcher = build_searcher(
+        config_factory(name="random", max_trials=1, time_metric="epochs", max_time=3)
+    )
+    (create,) = _start(searcher)
+    assert searcher.next_operation(create.request_id) == 3
+    assert searcher.operation_completed(create.request_id, 3, 1.0) == []
+    assert searcher.next_operation(create.request_id) is None
+    single = build_searcher(config_factory(name="single"))
+    (create,) = _start(single)
+    with pytest.raises(ValueError, match=r"searcher\.max_length"):
+        single.next_operation(create.request_id)

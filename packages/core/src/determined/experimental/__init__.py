@@ -27,6 +27,7 @@ from determined.experimental._experiment import (
 )
 from determined.experimental._metrics import TrainingMetrics, TrialMetrics, ValidationMetrics
 from determined.experimental._model import Model, ModelOrderBy, ModelSortBy, ModelVersion
+from determined.experimental._native import Mode, NativeContext, create, init
 from determined.experimental._trial import LogLevel, Trial, TrialOrderBy, TrialSortBy, TrialState
 from determined.experimental._user import User
 from determined.experimental._util import OrderBy
@@ -48,10 +49,12 @@ __all__ = [
     "ExperimentSortBy",
     "ExperimentState",
     "LogLevel",
+    "Mode",
     "Model",
     "ModelOrderBy",
     "ModelSortBy",
     "ModelVersion",
+    "NativeContext",
     "OrderBy",
     "TrainingMetrics",
     "Trial",
@@ -64,6 +67,8 @@ __all__ = [
     "ValidationMetrics",
     "checkpoint",
     "client",
+    "create",
+    "init",
     "metrics",
     "model",
 ]

@@ -3,6 +3,8 @@
 - ``wrap_rank``: run a command, prefixing each line of its output with ``[rank=N] ``.
 - ``torch_distributed``: run a script under torchrun with one process per slot of each container.
 - ``tensorflow``: run a script once per container, with ``TF_CONFIG`` for multi-worker strategies.
+- ``deepspeed``: run a script (or ``--trial MODULE:Class``) under DeepSpeed's launcher, one process
+  per slot.
 
 Each works off-cluster too (one node, defaults from the command line) so scripts can be tried locally.
 """

@@ -71,7 +71,9 @@ def main(argv: Sequence[str]) -> int:
     under_launcher = os.environ.get(UNDER_LAUNCHER_ENV) == "1" or "RANK" in os.environ
     if runner.launcher and _slots(info) > 1 and not under_launcher:
         env = dict(os.environ, **{UNDER_LAUNCHER_ENV: "1"})
-        cmd = [sys.executable, "-m", runner.launcher, sys.executable, "-m", __name__, argv[0]]
+        # not __name__: run as ``python -m determined.launch.trial`` that is "__main__"
+        module = "determined.launch.trial"
+        cmd = [sys.executable, "-m", runner.launcher, sys.executable, "-m", module, argv[0]]
         logger.info("multi-slot trial: running under %s", runner.launcher)
         os.execvpe(cmd[0], cmd, env)
     runner.run(trial_class, info)

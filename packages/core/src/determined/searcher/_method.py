@@ -135,7 +135,11 @@ class SearchMethod(abc.ABC):
 
     @abc.abstractmethod
     def state_dict(self) -> dict[str, Any]:
-        """Everything needed to resume the search, as JSON-ready data (no RNG: the wrapper has it)."""
+        """Everything needed to resume the search, as JSON-ready data (no RNG: the wrapper has it).
+
+        Return fresh containers, not references to the method's own: the master snapshots this
+        after every batch of actions and does not copy it (a deep copy cost more than the search).
+        """
 
     @abc.abstractmethod
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

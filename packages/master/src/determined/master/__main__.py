@@ -32,6 +32,11 @@ def _parser() -> argparse.ArgumentParser:
         "--initial-admin-password", default=None, help="password of admin and determined"
     )
     up.add_argument("--cluster-name", default=None)
+    up.add_argument(
+        "--ray-address",
+        default=None,
+        help="run trials on this Ray cluster ('auto', HOST:PORT or ray://HOST:10001)",
+    )
     up.add_argument("--daemon", action="store_true", help="run in the background (pid + log file)")
     down = sub.add_parser("down", help="stop a master started with --daemon")
     down.add_argument("--data-dir", default=None)
@@ -51,6 +56,7 @@ def _config(args: argparse.Namespace) -> MasterConfig:
             "checkpoint_storage",
             "initial_admin_password",
             "cluster_name",
+            "ray_address",
         )
     }
     if args.config_file:

@@ -33,6 +33,8 @@ class MasterConfig:
         initial_admin_password: the password of ``admin`` and ``determined`` on first start.
         cluster_name: shown by ``GET /api/v1/master``.
         resource_manager: the ``resource_manager`` section handed to the RM hook.
+        ray_address: shorthand for ``resource_manager: {type: ray, address: ...}`` (a Ray cluster's
+            address, ``auto`` or ``ray://HOST:10001``); merged over ``resource_manager``.
     """
 
     host: str = "127.0.0.1"
@@ -44,6 +46,7 @@ class MasterConfig:
     initial_admin_password: str = ""
     cluster_name: str = ""
     resource_manager: dict[str, Any] | None = None
+    ray_address: str | None = None
 
     def resolved_data_dir(self) -> pathlib.Path:
         """The data directory, created if missing."""
@@ -67,7 +70,11 @@ class MasterConfig:
     def resource_manager_config(self) -> dict[str, Any]:
         """The ``resource_manager`` section (``{"type": "local", "slots": N}`` by default)."""
         rm = dict(self.resource_manager or {"type": "local"})
-        if self.slots is not None:
+        if self.ray_address:
+            if rm.get("type", "local") != "ray":
+                rm = {}
+            rm.update({"type": "ray", "address": self.ray_address})
+        if self.slots is not None and rm.get("type", "local") == "local":
             rm.setdefault("slots", self.slots)
         return rm
 

@@ -50,7 +50,7 @@ _NOT_METRICS = ("batch", "size")
 _STATUS_INTERVAL = 1.0
 
 
-class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc,name-defined]
+class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
     """Connects ``model.fit()`` to det: metrics, progress, checkpoints, pause and resume.
 
     Add it to ``fit(callbacks=[...])``. Do not combine it with ``BackupAndRestore`` or
@@ -148,6 +148,7 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc,na
         self._resume_epoch: int | None = None
         self._epoch = -1
         self._epoch_batches = 0
+        self._since_check = 0
         self._epoch_interrupted = False
         self._preempted = False
         self._in_fit = False
@@ -215,17 +216,24 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc,na
                 self._print_progress(None, True, 0, self._epoch_length())
 
     def on_train_batch_end(self, batch: int, logs: dict[str, Any] | None = None) -> None:
-        self._steps_completed += 1
-        self._epoch_batches += 1
+        # With steps_per_execution > 1 Keras calls once per execution, with the last batch's index.
+        advance = max(int(batch) + 1 - self._epoch_batches, 1)
+        before = self._steps_completed
+        self._steps_completed += advance
+        self._epoch_batches += advance
         if self._is_chief:
             period = self._report_period
-            if period != "epoch" and self._steps_completed % period == 0:  # type: ignore[operator]
+            if isinstance(period, int) and self._steps_completed // period > before // period:
                 self._core.train.report_training_metrics(
                     self._steps_completed, self._with_counters(logs, self._epoch + 1)
                 )
             if self._verbose:
                 self._print_progress(logs, True, self._epoch_batches, self._epoch_length())
-        if self._steps_completed % self._check_period == 0 and self._core.preempt.should_preempt():
+        self._since_check += advance
+        if self._since_check < self._check_period:
+            return
+        self._since_check = 0
+        if self._core.preempt.should_preempt():
             self._preempted = True
             self.model.stop_training = True
             length = self._epoch_length()
@@ -279,9 +287,7 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc,na
         self._last_train_epoch = epoch
         if self._is_chief:
             if self._report_period == "epoch":
-                train_only = {
-                    k: v for k, v in (logs or {}).items() if not k.startswith("val_")
-                }
+                train_only = {k: v for k, v in (logs or {}).items() if not k.startswith("val_")}
                 self._core.train.report_training_metrics(
                     self._steps_completed, self._with_counters(train_only, epoch + 1)
                 )
@@ -382,7 +388,10 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc,na
         optimizer = getattr(self.model, "optimizer", None)
         if optimizer is None:
             return None
-        return [np.asarray(v) for v in keras.backend.batch_get_value(_compat.optimizer_variables(optimizer))]
+        return [
+            np.asarray(v)
+            for v in keras.backend.batch_get_value(_compat.optimizer_variables(optimizer))
+        ]
 
     def _load_optimizer(self, path: pathlib.Path) -> None:
         optimizer = getattr(self.model, "optimizer", None)

@@ -62,9 +62,7 @@ def set_initial_epoch(model: Any, epoch: int) -> None:
         ) -> tuple[int, int]:
             return epoch, 0
 
-        def maybe_load_initial_epoch_from_ckpt(
-            self, initial_epoch: int, mode: Any = None
-        ) -> int:
+        def maybe_load_initial_epoch_from_ckpt(self, initial_epoch: int, mode: Any = None) -> int:
             return epoch
 
         def back_up(self, *_: Any, **__: Any) -> None:
@@ -88,7 +86,9 @@ def clear_initial_epoch(model: Any) -> None:
 @contextlib.contextmanager
 def strategy_scope(model: Any) -> Iterator[None]:
     """The model's tf.distribute strategy scope (TensorFlow backend), else nothing."""
-    strategy = getattr(model, "distribute_strategy", None) if backend_name() == "tensorflow" else None
+    strategy = (
+        getattr(model, "distribute_strategy", None) if backend_name() == "tensorflow" else None
+    )
     if strategy is None:
         yield
         return

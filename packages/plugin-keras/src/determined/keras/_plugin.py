@@ -21,8 +21,9 @@ TRIAL_MODULE = "determined.keras._trial"
 def det_trial_runner(trial_class: type) -> TrialRunner | None:
     """A TFKerasTrialRunner for subclasses of ``det.keras.TFKerasTrial``; ``None`` for anything else."""
     module = sys.modules.get(TRIAL_MODULE)
-    if module is None or not issubclass(trial_class, module.TFKerasTrial):
+    if module is None or not issubclass(trial_class, getattr(module, "TFKerasTrial")):  # noqa: B009
         return None
     from determined.keras._trial_runner import TFKerasTrialRunner
 
-    return TFKerasTrialRunner()
+    runner: TrialRunner = TFKerasTrialRunner()
+    return runner

@@ -9,6 +9,7 @@ TensorBoard shows an experiment while it trains.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("determined.keras")
 
 
-class TensorBoard(keras.callbacks.TensorBoard):  # type: ignore[misc,name-defined]
+class TensorBoard(keras.callbacks.TensorBoard):  # type: ignore[misc]
     """``keras.callbacks.TensorBoard`` writing into det's TensorBoard directory.
 
     Args:
@@ -30,6 +31,11 @@ class TensorBoard(keras.callbacks.TensorBoard):  # type: ignore[misc,name-define
     """
 
     def __init__(self, core_context: core.Context, *args: Any, **kwargs: Any) -> None:
+        if importlib.util.find_spec("tensorboard") is None:
+            raise ImportError(
+                "det.keras.TensorBoard needs the tensorboard package: pip install tensorboard "
+                "(or det-plugin-keras[tensorflow])"
+            )
         log_dir = core_context.train.get_tensorboard_path()
         if "log_dir" in kwargs:
             logger.warning(

@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import pathlib
+import sys
 import time
+import types
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +15,7 @@ import torch
 import torch.distributed
 import torch.nn as nn
 
-from determined.pytorch._data import to_device
+from determined.pytorch._data import _on_cpu_already, to_device
 from determined.pytorch._lr_scheduler import LRScheduler
 from determined.pytorch._reducer import _PyTorchReducerContext
 
@@ -144,6 +146,7 @@ class PyTorchTrialContext(_PyTorchReducerContext):
         self._aggregation_frequency = aggregation_frequency
         self._enable_tensorboard_logging = enable_tensorboard_logging
         self.device = self._init_device()
+        self._on_cpu = self.device.type == "cpu"
         self.models: list[nn.Module] = []
         self.optimizers: list[torch.optim.Optimizer] = []
         self.lr_schedulers: list[LRScheduler] = []
@@ -174,6 +177,8 @@ class PyTorchTrialContext(_PyTorchReducerContext):
 
     def to_device(self, data: Any) -> Any:
         """``data`` (tensors, arrays, or dicts/lists/tuples of them) on this trial's device."""
+        if self._on_cpu and _on_cpu_already(data):
+            return data
         return to_device(data, self.device, self._to_device_warned_types)
 
     # ---- hyperparameters and configuration --------------------------------------------------
@@ -465,6 +470,10 @@ class PyTorchTrialContext(_PyTorchReducerContext):
     def get_tensorboard_writer(self) -> Any:
         """A ``torch.utils.tensorboard.SummaryWriter`` writing to :meth:`get_tensorboard_path`."""
         if self._tbd_writer is None:
+            if "tensorflow" not in sys.modules:
+                # TensorBoard imports all of TensorFlow (seconds) for file I/O it can do without
+                # when TF is installed but unused; its documented switch to the stub is this module.
+                sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("notf"))
             from torch.utils import tensorboard
 
             self._tbd_writer = tensorboard.SummaryWriter(str(self.get_tensorboard_path()))

@@ -22,7 +22,7 @@ import pathlib
 import shutil
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -87,10 +87,7 @@ class _PyTorchTrialController:
         profiling_enabled: bool,
         global_batch_size: int | None = None,
     ) -> None:
-        if not isinstance(trial_inst, PyTorchTrial):
-            raise TypeError(
-                f"trial: expected a det.pytorch.PyTorchTrial, not {type(trial_inst).__name__}"
-            )
+        self._check_trial(trial_inst, context)
         self.trial = trial_inst
         self.context = context
         self.core = context._core
@@ -114,13 +111,7 @@ class _PyTorchTrialController:
         self.state = _TrialState(trial_id=self.trial_id)
         self._local_best: float | None = None
 
-        if not context.models:
-            raise ValueError("the trial wrapped no model: call context.wrap_model() in __init__")
-        if not context.optimizers:
-            raise ValueError(
-                "the trial wrapped no optimizer: call context.wrap_optimizer() in __init__"
-            )
-        self.eval_mode = evaluation_mode(trial_inst)
+        self.eval_mode = self._evaluation_mode(trial_inst)
         self.eval_takes_batch_idx = self.eval_mode == "batch" and (
             "batch_idx" in inspect.signature(trial_inst.evaluate_batch).parameters
         )
@@ -155,6 +146,23 @@ class _PyTorchTrialController:
         self._validation_loader: Any = None
 
     # ---- set-up -----------------------------------------------------------------------------
+    def _check_trial(self, trial_inst: Any, context: Any) -> None:
+        """Refuse a trial this loop cannot run (det.pytorch.deepspeed's loop overrides it)."""
+        if not isinstance(trial_inst, PyTorchTrial):
+            raise TypeError(
+                f"trial: expected a det.pytorch.PyTorchTrial, not {type(trial_inst).__name__}"
+            )
+        if not context.models:
+            raise ValueError("the trial wrapped no model: call context.wrap_model() in __init__")
+        if not context.optimizers:
+            raise ValueError(
+                "the trial wrapped no optimizer: call context.wrap_optimizer() in __init__"
+            )
+
+    def _evaluation_mode(self, trial_inst: Any) -> str:
+        """``"batch"`` (evaluate on every rank) or ``"full"`` (on the chief only)."""
+        return evaluation_mode(trial_inst)
+
     def run(self) -> None:
         saved: dict[str, Any] | None = None
         if self.latest_checkpoint is not None:
@@ -426,6 +434,8 @@ class _PyTorchTrialController:
         stop_every_batch = self._stop_every_batch
         preempt = self.core.preempt
         boundaries = self._boundaries
+        check_epochs = any(type(unit) is Epoch for _, unit in boundaries)
+        next_check = self._next_batch_boundary(state.batches_trained)
         for batch in self._train_iter:
             batch_idx = state.batches_trained
             epoch_idx, in_epoch = divmod(batch_idx, epoch_len)
@@ -450,17 +460,19 @@ class _PyTorchTrialController:
                 for callback in self.callbacks.values():
                     callback.on_training_epoch_end(epoch_idx)
                 state.epochs_trained += 1
-            fired = [
-                kind
-                for kind, unit in boundaries
-                if (
-                    unit.should_stop(batch_idx + 1)
-                    if type(unit) is not Epoch
-                    else epoch_end and unit.should_stop(epoch_idx + 1)
-                )
-            ]
-            if fired:
-                return fired
+            if batch_idx + 1 >= next_check or (epoch_end and check_epochs):
+                fired = [
+                    kind
+                    for kind, unit in boundaries
+                    if (
+                        unit.should_stop(batch_idx + 1)
+                        if type(unit) is not Epoch
+                        else epoch_end and unit.should_stop(epoch_idx + 1)
+                    )
+                ]
+                next_check = self._next_batch_boundary(batch_idx + 1)
+                if fired:
+                    return fired
             if (
                 stop_every_batch
                 and step_boundary
@@ -468,6 +480,24 @@ class _PyTorchTrialController:
             ):
                 raise _ShouldExit()
         raise RuntimeError("the training data loader ran out of batches")
+
+    def _next_batch_boundary(self, done: int) -> int:
+        """The first batch count after ``done`` at which a Batch period may fire (Epoch periods
+        are checked at epoch ends): the loop compares one integer per batch."""
+        candidates = []
+        for _, unit in self._boundaries:
+            if type(unit) is Epoch:
+                continue
+            value = unit.value
+            if isinstance(value, int):
+                candidates.append(done + 1 if value < 1 else (done // value + 1) * value)
+            elif isinstance(value, Iterable):
+                later = [v for v in value if isinstance(v, int) and v > done]
+                if later:
+                    candidates.append(min(later))
+            else:
+                return done + 1  # an opaque container: ask it every batch
+        return min(candidates, default=sys.maxsize)
 
     def _step_schedulers(self, schedulers: list[LRScheduler], batch_idx: int) -> None:
         aggregation = self.context._aggregation_frequency

@@ -224,6 +224,15 @@ def data_length(data: _Data) -> int:
     raise TypeError(f"data_length: cannot find the length of a {type(data).__name__}")
 
 
+def _on_cpu_already(data: Any) -> bool:
+    """Whether ``data`` is a CPU tensor or a flat list/tuple of them (the common batch)."""
+    if type(data) is torch.Tensor:
+        return data.is_cpu
+    if type(data) in (list, tuple):
+        return all(type(item) is torch.Tensor and item.is_cpu for item in data)
+    return False
+
+
 def to_device(data: Any, device: torch.device | str, warned_types: set[type] | None = None) -> Any:
     """``data`` on ``device``: recurses into dicts, lists and tuples, turns numeric NumPy arrays
     into tensors and calls ``.to(device)`` on anything that has it; warns once per other type."""

@@ -20,19 +20,23 @@ if TYPE_CHECKING:
 
 
 def detach_metrics(metrics: Any) -> dict[str, Any]:
-    """A batch's returned metrics as a dict whose tensors no longer hold the autograd graph."""
+    """A batch's returned metrics as a dict whose tensors no longer hold the autograd graph.
+
+    Tensors stay on their device (no sync per batch); the dict is updated in place, as upstream did.
+    """
     if isinstance(metrics, torch.Tensor):
         return {"loss": metrics.detach()}
-    if not isinstance(metrics, Mapping):
-        raise TypeError(
-            "train_batch() must return a dict of metrics or a loss tensor, "
-            f"not {type(metrics).__name__}"
-        )
-    out = dict(metrics)
-    for name, value in out.items():
-        if isinstance(value, torch.Tensor):
-            out[name] = value.detach()
-    return out
+    if type(metrics) is not dict:
+        if not isinstance(metrics, Mapping):
+            raise TypeError(
+                "train_batch() must return a dict of metrics or a loss tensor, "
+                f"not {type(metrics).__name__}"
+            )
+        metrics = dict(metrics)
+    for name, value in metrics.items():
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            metrics[name] = value.detach()
+    return metrics
 
 
 def to_python(value: Any) -> Any:

@@ -144,10 +144,14 @@ def _check_unit(name: str, value: Any, int_only: bool = False) -> TrainUnit:
 class Trainer:
     """Trains a :class:`PyTorchTrial` created with the context from :func:`init`."""
 
+    # What this Trainer trains and which loop runs it (det.pytorch.deepspeed's Trainer overrides).
+    _trial_class: type = PyTorchTrial
+    _trial_class_name = "det.pytorch.PyTorchTrial"
+
     def __init__(self, trial: PyTorchTrial, context: PyTorchTrialContext) -> None:
-        if not isinstance(trial, PyTorchTrial):
+        if not isinstance(trial, self._trial_class):
             raise TypeError(
-                f"trial: expected a det.pytorch.PyTorchTrial, not {type(trial).__name__}"
+                f"trial: expected a {self._trial_class_name}, not {type(trial).__name__}"
             )
         self._trial = trial
         self._context = context
@@ -242,7 +246,7 @@ class Trainer:
             checkpoint_policy = "all"
         if profiling_enabled and self._local_training:
             logger.info("profiling_enabled: system metrics are logged locally")
-        controller = _PyTorchTrialController(
+        controller = self._make_controller(
             trial_inst=self._trial,
             context=self._context,
             checkpoint_period=checkpoint_period,
@@ -261,6 +265,9 @@ class Trainer:
             global_batch_size=global_batch_size,
         )
         controller.run()
+
+    def _make_controller(self, **kwargs: Any) -> _PyTorchTrialController:
+        return _PyTorchTrialController(**kwargs)
 
 
 def _max_length_from_searcher(

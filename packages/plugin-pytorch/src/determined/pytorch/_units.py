@@ -18,7 +18,9 @@ class TrainUnit:
     """
 
     def __init__(self, value: int | collections.abc.Container[int]) -> None:
-        if isinstance(value, bool) or not isinstance(value, (int, collections.abc.Container)):
+        if isinstance(value, (bool, str, bytes)) or not isinstance(
+            value, (int, collections.abc.Container)
+        ):
             raise TypeError(
                 f"{type(self).__name__}(value): must be an int or a container of ints, "
                 f"not {type(value).__name__}"

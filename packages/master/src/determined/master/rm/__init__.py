@@ -55,12 +55,14 @@ def _plugin_manager() -> Any:
     from determined.core import _hooks
     from determined.master import hookspecs
     from determined.master.rm import _plugin
+    from determined.master.rm.ray import _plugin as _ray_plugin
 
     pm = _hooks.get_plugin_manager()
     with _setup_lock:
         if not hasattr(pm.hook, "det_resource_manager") or not pm.hook.det_resource_manager.spec:
             pm.add_hookspecs(hookspecs)
         _hooks.register(_plugin, name="determined.master.rm._plugin")
+        _hooks.register(_ray_plugin, name="determined.master.rm.ray._plugin")
     return pm
 
 

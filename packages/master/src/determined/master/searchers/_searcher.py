@@ -267,7 +267,8 @@ class Searcher:
         return self.method.rung_lengths(request_id)
 
     def state_dict(self) -> dict[str, Any]:
-        """The whole search state (wrapper, RNG and method) as JSON-ready data."""
+        """The whole search state (wrapper, RNG and method) as JSON-ready data, freshly built
+        (the method's ``state_dict`` is not copied again; see ``SearchMethod.state_dict``)."""
         return {
             "trials_requested": self.trials_requested,
             "trials_created": dict(self.trials_created),
@@ -280,7 +281,7 @@ class Searcher:
             "validated_time": dict(self.validated_time),
             "op_lengths": dict(self.op_lengths),
             "rand": self.rng.state_dict(),
-            "search_method_state": copy.deepcopy(self.method.state_dict()),
+            "search_method_state": self.method.state_dict(),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:

@@ -25,7 +25,7 @@ router = APIRouter(tags=["Web UI"], include_in_schema=False)
 MAX_CURVE_TRIALS = 1000
 GZIP_MIN_BYTES = 2048
 RESPONSE_CACHE_SIZE = 8
-PREVIEW_ROWS = 100_000
+PREVIEW_ROWS = 50_000
 """Above this many reports to read from the database, the first answer is a sample of them."""
 
 
@@ -130,7 +130,7 @@ def curves_payload(
     total = 0
     for row in rows:
         entry = series.get(row.id)
-        xs, ys = entry.view(bucket) if entry is not None else ([], [])
+        xs, ys = cache.view(row.id, group, metric, entry, bucket) if entry is not None else ([], [])
         total += len(entry.xs) if entry is not None else 0
         trials.append(
             {
@@ -254,7 +254,8 @@ def trial_metrics(
             entry = cache.get({row.id: row.version}, group, name)[row.id]
             if not len(entry.xs):
                 continue
-            xs, ys = entry.view(bucket_width(entry.xs[0], entry.xs[-1], width))
+            bucket = bucket_width(entry.xs[0], entry.xs[-1], width)
+            xs, ys = cache.view(row.id, group, name, entry, bucket)
             charts.append(
                 {"group": group, "metric": name, "points": len(entry.xs), "x": xs, "y": ys}
             )

@@ -17,7 +17,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from determined.master._api._deps import Principal, authenticate, master_of
 from determined.master._wire import APIError
-from determined.master.ui import _queries, _session
+from determined.master.ui import _api, _queries, _session
 from determined.master.ui._mask import mask
 from determined.master.ui._render import render, render_fragment
 
@@ -229,13 +229,14 @@ def experiment_partial(
 # Trials
 
 
-def _trial_context(request: Request, trial_id: int) -> dict[str, Any]:
+def _trial_context(request: Request, trial_id: int, *, page: bool = False) -> dict[str, Any]:
+    """What the trial templates show (``page``: also what only the full page needs)."""
     with master_of(request).db.read() as session:
         run, exp = _queries.get_trial(session, trial_id)
         metric, _ = _queries.searcher_of(exp.config)
         row = _queries.trial_rows(session, [run], {exp.id: metric})[0]
         checkpoints = _queries.trial_checkpoints(session, trial_id)
-        ranks = sorted({r for r in _distinct_ranks(session, run.task_id) if r is not None})
+        ranks = _queries.log_ranks(session, run.task_id) if page else []
     return {
         "trial": row,
         "run": run,
@@ -250,20 +251,10 @@ def _trial_context(request: Request, trial_id: int) -> dict[str, Any]:
     }
 
 
-def _distinct_ranks(session: Any, task_id: str) -> list[int | None]:
-    from sqlalchemy import select
-
-    from determined.master.db import TaskLog
-
-    return list(
-        session.scalars(select(TaskLog.rank_id).where(TaskLog.task_id == task_id).distinct())
-    )
-
-
 @router.get("/trials/{trial_id}")
 def trial(request: Request, trial_id: str) -> Response:
     def build(p: Principal) -> Response:
-        context = _trial_context(request, _int_id(trial_id, "trial"))
+        context = _trial_context(request, _int_id(trial_id, "trial"), page=True)
         return render("trial.html", user=p.user, **context)
 
     return _page(request, build)
@@ -285,9 +276,7 @@ def trial_partial(
 @router.get("/compare")
 def compare(request: Request) -> Response:
     def build(p: Principal) -> Response:
-        from determined.master.ui._api import id_list
-
-        ids = id_list(request.query_params.get("trials"), "trials")
+        ids = _api.id_list(request.query_params.get("trials"), "trials")
         q = request.query_params
         state = {
             "trials": ids,
@@ -333,13 +322,7 @@ def model_version(request: Request, name: str, number: str) -> Response:
         with master_of(request).db.read() as session:
             found = _queries.get_model(session, name)
             version = _queries.get_model_version(session, found, version_number)
-            from sqlalchemy import select
-
-            from determined.master.db import Checkpoint
-
-            ckpt = session.scalar(
-                select(Checkpoint).where(Checkpoint.uuid == version.checkpoint_uuid)
-            )
+            ckpt = _queries.checkpoint_by_uuid(session, version.checkpoint_uuid)
             metrics = _queries.checkpoint_metrics(session, ckpt) if ckpt else {}
             run = exp = None
             summary: dict[str, Any] = {}

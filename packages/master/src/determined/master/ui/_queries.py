@@ -449,6 +449,16 @@ def trial_checkpoints(session: Session, trial_id: int) -> list[Checkpoint]:
     )
 
 
+def log_ranks(session: Session, task_id: str) -> list[int]:
+    """The ranks that logged (for the rank filter)."""
+    ranks = session.scalars(select(TaskLog.rank_id).where(TaskLog.task_id == task_id).distinct())
+    return sorted(r for r in ranks if r is not None)
+
+
+def checkpoint_by_uuid(session: Session, uuid: str) -> Checkpoint | None:
+    return session.scalar(select(Checkpoint).where(Checkpoint.uuid == uuid))
+
+
 def trials_by_id(session: Session, trial_ids: Sequence[int]) -> list[TrialRow]:
     """Rows for trials of any experiments, in the order asked; unknown ids are skipped."""
     runs = list(session.scalars(select(Run).where(Run.id.in_(list(trial_ids)))))

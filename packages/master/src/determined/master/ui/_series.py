@@ -10,8 +10,8 @@ million points, and must not make the master parse a million JSON rows on every 
   archiving later reports) is reloaded from scratch.
 - :func:`decimate` cuts a series down to the minimum and maximum of each bucket of x (about one
   bucket per pixel column of the chart, see :func:`bucket_width`), so spikes survive and the payload
-  is bounded by the chart's width, not by the number of reports. A series keeps its decimated view
-  until it changes.
+  is bounded by the chart's width, not by the number of reports. The cache keeps each decimated
+  view until its series changes.
 """
 
 from __future__ import annotations
@@ -28,8 +28,11 @@ from sqlalchemy import select
 
 from determined.master.db import Database, Metric
 
-MAX_CACHED_POINTS = 20_000_000
-"""Points kept in memory in all (16 bytes each): least recently used series are dropped beyond."""
+MAX_CACHED_POINTS = 10_000_000
+"""Reported points kept in memory (16 bytes each, so at most ~160 MB): least recently used series
+are dropped beyond."""
+MAX_VIEW_POINTS = 2_000_000
+"""Decimated points kept ready for JSON (~60 bytes each as Python numbers, so ~120 MB)."""
 
 
 def to_number(value: Any) -> float | None:
@@ -63,13 +66,11 @@ class Series:
     last_id: int = 0
     xs: array[float] = dataclasses.field(default_factory=lambda: array("d"))
     ys: array[float] = dataclasses.field(default_factory=lambda: array("d"))
-    _view: tuple[float, list[float | int], list[float]] | None = None
 
     def add(self, row_id: int, x: float, y: float) -> None:
         if row_id <= self.last_id:
             return
         self.last_id = row_id
-        self._view = None
         if not self.xs or x >= self.xs[-1]:
             self.xs.append(x)
             self.ys.append(y)
@@ -78,16 +79,10 @@ class Series:
         self.xs.insert(at, x)
         self.ys.insert(at, y)
 
-    def view(self, bucket: float) -> tuple[list[float | int], list[float]]:
-        """The series decimated to buckets ``bucket`` wide, ready for JSON; computed once per
-        bucket width and series state (a finished trial's curve is never decimated twice)."""
-        cached = self._view
-        if cached is not None and cached[0] == bucket:
-            return cached[1], cached[2]
-        xs, ys = decimate(self.xs, self.ys, bucket)
-        view = (bucket, compact_x(xs), round_values(ys))
-        self._view = view
-        return view[1], view[2]
+    def stamp(self) -> tuple[TrialVersion, int, int]:
+        """What identifies this series' content (a view computed from it stays valid while the
+        stamp does)."""
+        return self.version, self.last_id, len(self.xs)
 
 
 class SeriesCache:
@@ -100,6 +95,10 @@ class SeriesCache:
             collections.OrderedDict()
         )
         self._size = 0
+        self._views: collections.OrderedDict[tuple[int, str, str], tuple[Any, ...]] = (
+            collections.OrderedDict()
+        )
+        self._view_size = 0
         self._lock = threading.Lock()
         self.queries = 0
         """Database queries issued so far (tests check that a refresh costs O(1) queries)."""
@@ -146,6 +145,31 @@ class SeriesCache:
                 out[trial_id] = entry
             self._evict()
         return out
+
+    def view(
+        self, trial_id: int, group: str, metric: str, series: Series, bucket: float
+    ) -> tuple[list[float | int], list[float]]:
+        """``series`` decimated to buckets ``bucket`` wide, ready for JSON: computed once per
+        bucket width and series content (a finished trial's curve is never decimated twice)."""
+        key = (trial_id, group, metric)
+        stamp = series.stamp()
+        with self._lock:
+            cached = self._views.get(key)
+            if cached is not None and cached[0] == bucket and cached[1] == stamp:
+                self._views.move_to_end(key)
+                return cached[2], cached[3]
+        xs, ys = decimate(series.xs, series.ys, bucket)
+        view = (bucket, stamp, compact_x(xs), round_values(ys))
+        with self._lock:
+            old = self._views.pop(key, None)
+            if old is not None:
+                self._view_size -= len(old[2])
+            self._views[key] = view
+            self._view_size += len(xs)
+            while self._view_size > MAX_VIEW_POINTS and len(self._views) > 1:
+                _, dropped = self._views.popitem(last=False)
+                self._view_size -= len(dropped[2])
+        return view[2], view[3]
 
     def _classify(
         self, versions: dict[int, TrialVersion], group: str, metric: str

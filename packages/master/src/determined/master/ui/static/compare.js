@@ -1,6 +1,6 @@
 // Compare trials of any experiments: pick them, overlay their curves, line up their hparams.
 import { api, el, fillSelect, fmt, pageData, poll } from "./common.js";
-import { Chart } from "./chart.js";
+import { Chart, colorFor } from "./chart.js";
 
 const state = pageData();
 const selected = state.trials.map(Number);
@@ -112,7 +112,9 @@ async function loadCurves(full = false) {
   syncUrl();
   chart.setOptions({ yLabel: payload.metric });
   chart.setSeries(
-    payload.trials.map((t) => ({ key: t.id, label: `trial ${t.id} (${t.experimentName} #${t.experimentId})`, x: t.x, y: t.y })),
+    payload.trials.map((t, i) => ({
+      key: t.id, label: `trial ${t.id} (${t.experimentName} #${t.experimentId})`, x: t.x, y: t.y, color: colorFor(i),
+    })),
   );
   renderTable(payload);
   if (payload.preview) {

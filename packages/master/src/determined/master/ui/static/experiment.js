@@ -1,6 +1,6 @@
 // One experiment: live status and trials, actions, learning curves, hyperparameter view.
 import { api, fillSelect, pageData, poll, refreshRegions } from "./common.js";
-import { Chart } from "./chart.js";
+import { Chart, colorFor } from "./chart.js";
 
 const data = pageData();
 const live = document;  // the live regions (status, trials) are refreshed in place
@@ -83,8 +83,8 @@ async function loadCurves(full = false) {
   curves.setOptions({ yLabel: payload.metric });
   curves.setSeries(
     payload.trials
-      .filter((t) => t.x.length)
-      .map((t) => ({ key: t.id, label: `trial ${t.id}`, x: t.x, y: t.y })),
+      .map((t, i) => ({ key: t.id, label: `trial ${t.id}`, x: t.x, y: t.y, color: colorFor(i) }))
+      .filter((s) => s.x.length),  // colours stay with their trial as others start reporting
   );
   const shown = payload.trials.reduce((n, t) => n + t.x.length, 0);
   if (payload.preview) {

@@ -1,0 +1,360 @@
+"""What runs on each Ray node of a trial: unpack the context, run that node's ranks, hand back logs.
+
+:class:`NodeRunner` is a plain class; ``_rm`` wraps it with ``ray.remote`` (a threaded actor, so a
+signal reaches the process while a ``poll`` waits). This module imports no Ray: it is imported by
+Ray's worker processes on every node (which therefore need det-master installed) and by the tests.
+
+A trial's processes must not outlive their actor: when the actor dies (its node lost, the master's
+driver gone, ``ray.kill``), no code of it runs any more. So every launch starts a tiny *watcher*
+process holding the read end of a pipe whose write end only the actor holds; the watcher blocks
+on it and kills the trial's whole process group when it reads end-of-file, however the actor ended.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pathlib
+import queue
+import shlex
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+from typing import IO, Any
+
+from determined.master.rm._local import _read_lines
+
+FLUSH_INTERVAL_S = 0.05
+"""How long ``poll`` gathers more lines after the first one arrived."""
+BATCH_MAX_LINES = 500
+
+_WATCHER = (
+    "import os, signal, sys\n"
+    "pgid = int(sys.argv[1])\n"
+    "while os.read(0, 65536):\n"
+    "    pass\n"
+    "try:\n"
+    "    os.killpg(pgid, signal.SIGKILL)\n"
+    "except (ProcessLookupError, PermissionError):\n"
+    "    pass\n"
+)
+"""Blocks until the actor's end of its stdin pipe closes, then kills the trial's process group."""
+
+_DROPPED_ENV = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
+"""Variables Ray sets for its own workers that must not leak into a trial (the master's choice, or
+the launcher's, applies instead)."""
+
+
+def pack_directory(path: str | os.PathLike[str]) -> bytes:
+    """A gzip tarball of ``path``'s contents (the extracted context the master prepared)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w:gz", compresslevel=1) as tar:
+        for child in sorted(pathlib.Path(path).iterdir()):
+            tar.add(child, arcname=child.name)
+    return buffer.getvalue()
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on every interface of this node a moment ago."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.bind(("", 0))
+            sockets.append(sock)
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def bundle_gpu_ids() -> list[str]:
+    """The GPU ids Ray gave the calling task (run once per bundle of a GPU placement group)."""
+    import ray
+
+    return [str(i) for i in ray.get_gpu_ids()]
+
+
+def node_environment(
+    base: dict[str, str], task_env: dict[str, str], path_prefix: str
+) -> dict[str, str]:
+    """The environment of a rank on this node: this node's own environment (less Ray's worker
+    settings and any stale ``DET_*``), the task's variables over it, ``path_prefix`` before PATH."""
+    env = {
+        k: v
+        for k, v in base.items()
+        if not k.startswith(("RAY_", "DET_")) and k not in _DROPPED_ENV
+    }
+    env.update(task_env)
+    if path_prefix:
+        env["PATH"] = path_prefix + os.pathsep + base.get("PATH", "")
+    return env
+
+
+class NodeRunner:
+    """Runs one node's share of an allocation as a process group and buffers its output.
+
+    Args:
+        allocation_id: the allocation (marks the processes with ``DET_ALLOCATION_ID``).
+        container_rank: this node's index among the allocation's nodes.
+        root: where the context is unpacked (a fresh directory below it; removed at ``cleanup``).
+    """
+
+    def __init__(self, allocation_id: str, container_rank: int, root: str | None = None) -> None:
+        self.allocation_id = allocation_id
+        self.container_rank = container_rank
+        base = pathlib.Path(root or os.path.join(tempfile.gettempdir(), "det-ray"))
+        base.mkdir(parents=True, exist_ok=True)
+        safe = allocation_id.replace("/", "_")
+        self.dir = pathlib.Path(tempfile.mkdtemp(prefix=f"{safe}.{container_rank}.", dir=base))
+        self._lines: queue.Queue[tuple[float, str, str] | None] = queue.Queue()
+        self._popen: subprocess.Popen[bytes] | None = None
+        self._watcher: subprocess.Popen[bytes] | None = None
+        self._watch_fd: int | None = None
+        self._exit: int | None = None
+        self._open_streams = 0
+        self._lock = threading.Lock()
+        self._signalled: int | None = None
+
+    # -- identity ------------------------------------------------------------------------------
+
+    def node(self) -> dict[str, Any]:
+        """Where this actor runs: ``{"hostname", "pid"}`` (the address comes from Ray)."""
+        return {"hostname": socket.gethostname(), "pid": os.getpid()}
+
+    def free_ports(self, count: int) -> list[int]:
+        """Free ports on this node (the chief's rendezvous and collective ports)."""
+        return free_ports(count)
+
+    # -- running -------------------------------------------------------------------------------
+
+    def start(
+        self,
+        context: bytes,
+        cluster_info: dict[str, Any],
+        argv: list[str],
+        task_env: dict[str, str],
+        path_prefix: str,
+        startup_hook: str | None,
+    ) -> int:
+        """Unpack ``context``, write this node's ClusterInfo, start ``argv``; its process group id.
+
+        ``startup_hook`` is a file name inside the context, sourced before ``argv`` like the local
+        resource manager does. Raises OSError when the program cannot be started.
+        """
+        work = self.dir / "work"
+        run_dir = self.dir / "info"
+        work.mkdir()
+        run_dir.mkdir()
+        with tarfile.open(fileobj=io.BytesIO(context), mode="r:gz") as tar:
+            tar.extractall(work, filter="tar")
+        info_path = run_dir / "cluster.json"
+        fd = os.open(info_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(cluster_info, f)
+        env = node_environment(dict(os.environ), task_env, path_prefix)
+        env.update(
+            {
+                "DET_CLUSTER_INFO": str(info_path),
+                "DET_WORKDIR": str(work),
+                "DET_RUN_DIR": str(run_dir),
+                "DET_ALLOCATION_ID": self.allocation_id,
+                "DET_SLOT_IDS": json.dumps(cluster_info.get("slot_ids", [])),
+                "DET_AGENT_ID": str(cluster_info.get("agent_id", "")),
+            }
+        )
+        argv = list(argv)
+        if startup_hook:
+            script = f". ./{shlex.quote(startup_hook)} && exec {shlex.join(argv)}"
+            argv = ["bash", "-c", script]
+        with self._lock:
+            if self._signalled == signal.SIGKILL:
+                raise OSError("the allocation was killed before it started")
+            self._popen = subprocess.Popen(
+                argv,
+                cwd=work,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                bufsize=0,
+            )
+            pid = self._popen.pid
+            read_fd, self._watch_fd = os.pipe()
+            try:
+                self._watcher = subprocess.Popen(
+                    [sys.executable, "-c", _WATCHER, str(pid)],
+                    stdin=read_fd,
+                    start_new_session=True,
+                )
+            finally:
+                os.close(read_fd)
+            if self._signalled is not None:
+                os.killpg(pid, self._signalled)
+        self._open_streams = 2
+        for stream, stdtype in ((self._popen.stdout, "stdout"), (self._popen.stderr, "stderr")):
+            threading.Thread(
+                target=self._read, args=(stream, stdtype), name=f"det-ray-{stdtype}", daemon=True
+            ).start()
+        return pid
+
+    def _read(self, stream: IO[bytes] | None, stdtype: str) -> None:
+        try:
+            if stream is not None:
+                with stream:
+                    for raw in _read_lines(stream):
+                        text = raw.decode("utf-8", errors="replace")
+                        self._lines.put((time.time(), stdtype, text))
+        except OSError:
+            pass
+        finally:
+            self._lines.put(None)
+
+    def poll(self, timeout: float) -> tuple[list[tuple[float, str, str]], int | None]:
+        """Lines written since the last call (waiting up to ``timeout`` s for the first one), and
+        the exit code once the process has exited and both streams are drained (else ``None``).
+        """
+        lines: list[tuple[float, str, str]] = []
+        deadline = time.monotonic() + timeout
+        flush_at: float | None = None
+        while len(lines) < BATCH_MAX_LINES and self._open_streams:
+            until = deadline if flush_at is None else min(deadline, flush_at)
+            try:
+                item = self._lines.get(timeout=max(0.0, until - time.monotonic()))
+            except queue.Empty:
+                break
+            if item is None:
+                self._open_streams -= 1
+                continue
+            lines.append(item)
+            if flush_at is None:
+                flush_at = time.monotonic() + FLUSH_INTERVAL_S
+        if self._open_streams or self._popen is None:
+            return lines, None
+        code = self._popen.wait()
+        self._end_group()
+        return lines, code
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the whole process group (also remembered for a start still to come)."""
+        with self._lock:
+            if self._signalled != signal.SIGKILL:
+                self._signalled = signum
+            if self._popen is None:
+                return
+            try:
+                os.killpg(self._popen.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def _end_group(self) -> None:
+        """The leader exited: let the watcher kill what it left behind, then remove the files."""
+        with self._lock:
+            if self._watch_fd is not None:
+                os.close(self._watch_fd)
+                self._watch_fd = None
+        if self._watcher is not None:
+            try:
+                self._watcher.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+
+    def cleanup(self) -> None:
+        """Kill the group if it still runs and remove this node's copy of the context."""
+        self.signal(signal.SIGKILL)
+        if self._popen is not None:
+            try:
+                self._popen.wait(10)
+            except subprocess.TimeoutExpired:
+                pass
+        self._end_group()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class NodeAgent:
+    """The master's actor on one Ray node: runs the node's share of any number of allocations.
+
+    One long-lived agent per node (not one per allocation) keeps a trial's start-up off the
+    critical path of a new Ray worker process. Every method names its allocation; a ``signal``
+    that arrives before the ``start`` it should reach is kept and applied by ``start``.
+    """
+
+    def __init__(self, work_root: str | None = None) -> None:
+        self.work_root = work_root
+        self._runners: dict[str, NodeRunner] = {}
+        self._pending: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def node(self) -> dict[str, Any]:
+        """``{"hostname", "pid"}`` of this agent (also a cheap liveness probe)."""
+        return {"hostname": socket.gethostname(), "pid": os.getpid()}
+
+    def free_ports(self, count: int) -> list[int]:
+        """Free ports on this node (a multi-node trial's rendezvous and collective ports)."""
+        return free_ports(count)
+
+    def start(
+        self,
+        allocation_id: str,
+        container_rank: int,
+        context: bytes,
+        cluster_info: dict[str, Any],
+        argv: list[str],
+        task_env: dict[str, str],
+        path_prefix: str,
+        startup_hook: str | None,
+    ) -> int:
+        """Start this node's ranks of ``allocation_id`` (see :meth:`NodeRunner.start`)."""
+        runner = NodeRunner(allocation_id, container_rank, self.work_root)
+        with self._lock:
+            if allocation_id in self._runners:
+                raise ValueError(f"allocation {allocation_id} was started on this node already")
+            self._runners[allocation_id] = runner
+            pending = self._pending.pop(allocation_id, None)
+        if pending is not None:
+            runner.signal(pending)
+        return runner.start(context, cluster_info, argv, task_env, path_prefix, startup_hook)
+
+    def poll(
+        self, allocation_id: str, timeout: float
+    ) -> tuple[list[tuple[float, str, str]], int | None]:
+        """See :meth:`NodeRunner.poll`."""
+        with self._lock:
+            runner = self._runners.get(allocation_id)
+        if runner is None:
+            raise ValueError(f"allocation {allocation_id} is not running on this node")
+        return runner.poll(timeout)
+
+    def signal(self, allocation_id: str, signum: int) -> None:
+        """Signal the allocation's process group here (or remember it for a start to come)."""
+        with self._lock:
+            runner = self._runners.get(allocation_id)
+            if runner is None:
+                if self._pending.get(allocation_id) != signal.SIGKILL:
+                    self._pending[allocation_id] = signum
+                return
+        runner.signal(signum)
+
+    def cleanup(self, allocation_id: str) -> None:
+        """Kill what is left of the allocation here and remove its files."""
+        with self._lock:
+            runner = self._runners.pop(allocation_id, None)
+            self._pending.pop(allocation_id, None)
+        if runner is not None:
+            runner.cleanup()
+
+    def shutdown(self) -> None:
+        """Kill every allocation's processes on this node (the master is closing)."""
+        with self._lock:
+            runners = list(self._runners.values())
+            self._runners.clear()
+        for runner in runners:
+            runner.cleanup()

@@ -1,0 +1,35 @@
+"""The small DeepSpeedTrial as a legacy ``entrypoint: model_def:LinTrial`` experiment."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import time
+from typing import Any
+
+import lintrial
+
+from determined.core import _hooks
+from determined.pytorch.deepspeed import _runner
+
+# Until det-plugin-deepspeed is reinstalled with its entry point, register the runner by hand.
+if not any(ep.name == "deepspeed" for ep in importlib.metadata.entry_points(group="determined")):
+    _hooks.register(_runner, name="deepspeed")
+
+
+class LinTrial(lintrial.LinTrial):
+    """With ``wait_for_pause_at: N`` it holds after batch N until the experiment is paused, so a
+    test pauses it at a known point (every rank polls in step: one broadcast per poll)."""
+
+    def train_batch(self, dataloader_iter: Any, epoch_idx: int, batch_idx: int) -> Any:
+        out = super().train_batch(dataloader_iter, epoch_idx, batch_idx)
+        wait_at = self.hp.get("wait_for_pause_at")
+        if wait_at is not None and batch_idx == int(wait_at) and not self._waited:
+            self._waited = True
+            preempt = self.context._core.preempt
+            for _ in range(2400):  # a count, not a clock: every rank must poll equally often
+                if preempt.should_preempt(auto_ack=False):
+                    break
+                time.sleep(0.1)
+        return out
+
+    _waited = False

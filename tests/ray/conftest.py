@@ -1,0 +1,120 @@
+"""Fixtures for the Ray resource manager: one two-node Ray cluster per test module, on 127.0.0.1.
+
+The cluster is heavy (a GCS, two raylets, their workers), so a module starts one (``ray_cluster``)
+and every test of it shares it; each test gets its own master on the ``ray`` resource manager
+(``ray_master``). Ray's files go to a short temporary directory (its unix socket paths must stay
+under the kernel's length limit) and every Ray process binds 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+# Read by Ray when it is imported: with it, every Ray process binds 127.0.0.1 (not the machine's
+# external address).
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+NODE_CPUS = 2
+"""CPUs (so CPU slots) of each node: the two nodes together offer 4."""
+POOL_RESOURCE = "det_pool_big"
+"""A custom resource only the head node offers (2 units): the resource pool tests' ``big`` pool."""
+HEALTH = {
+    "health_check_initial_delay_ms": 0,
+    "health_check_period_ms": 500,
+    "health_check_failure_threshold": 4,
+}
+"""A lost node is noticed within a couple of seconds (Ray's defaults take ~30 s)."""
+
+
+@dataclass
+class RayCluster:
+    """The running cluster: ``address`` for ``resource_manager.address``, the ``Cluster`` object
+    (to add and remove nodes) and the worker node."""
+
+    address: str
+    cluster: Any
+    worker: Any
+
+    @property
+    def head_node_id(self) -> str:
+        return str(self.cluster.head_node.node_id)
+
+    def replace_worker(self) -> None:
+        """Kill the worker node's raylet and its processes (a lost node), then add a fresh one."""
+        self.cluster.remove_node(self.worker, allow_graceful=False)
+        self.worker = self.cluster.add_node(num_cpus=NODE_CPUS, node_ip_address="127.0.0.1")
+        self.cluster.wait_for_nodes()
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[RayCluster]:
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    temp = tempfile.mkdtemp(prefix="det-ray-")
+    saved = {"RAY_TMPDIR": os.environ.get("RAY_TMPDIR")}
+    os.environ["RAY_TMPDIR"] = temp  # Cluster writes its address file under $RAY_TMPDIR/ray
+    os.makedirs(os.path.join(temp, "ray"), exist_ok=True)
+    cluster = None
+    try:
+        cluster = Cluster(
+            initialize_head=True,
+            head_node_args={
+                "num_cpus": NODE_CPUS,
+                "resources": {POOL_RESOURCE: NODE_CPUS},
+                "node_ip_address": "127.0.0.1",
+                "temp_dir": os.path.join(temp, "ray"),
+                "include_dashboard": False,
+                "_system_config": HEALTH,
+            },
+        )
+        worker = cluster.add_node(num_cpus=NODE_CPUS, node_ip_address="127.0.0.1")
+        cluster.wait_for_nodes()
+        ray.init(address=cluster.address, namespace="det-tests", log_to_driver=False)
+        yield RayCluster(cluster.address, cluster, worker)
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture
+def ray_master(ray_cluster: RayCluster, tmp_path: pathlib.Path) -> Iterator[Callable[..., Any]]:
+    """``ray_master(**resource_manager_settings)``: a started master on the Ray cluster."""
+    from determined.master import Master, MasterConfig
+
+    started: list[Any] = []
+
+    def make(**settings: Any) -> Any:
+        section = {"type": "ray", "address": ray_cluster.address, **settings}
+        section.setdefault("work_root", str(tmp_path / "nodes"))
+        master = Master(
+            MasterConfig(
+                host="127.0.0.1",
+                port=0,
+                data_dir=str(tmp_path / f"master{len(started)}"),
+                resource_manager=section,
+            )
+        )
+        master.start()
+        started.append(master)
+        return master
+
+    yield make
+    for master in reversed(started):
+        master.stop()
