@@ -178,7 +178,11 @@ def optuna_hyperband(seed: int, budget: int) -> float:
 
 
 def run_scenario(seeds: int) -> None:
-    results: dict[str, list[float]] = {"det adaptive_asha": [], "Optuna Hyperband": [], "random": []}
+    results: dict[str, list[float]] = {
+        "det adaptive_asha": [],
+        "Optuna Hyperband": [],
+        "random": [],
+    }
     budgets = []
     for seed in range(1, seeds + 1):
         asha, budget = det_asha(seed)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pathlib
 
+import fake_master
 import parallel
 import pytest
-import fake_master
 from fake_master import TRIAL_ID, OnCluster
 
 from determined import core

@@ -158,9 +158,9 @@ def test_adaptive_asha_stops_losers_and_reports_the_best(
         return float(trial["searcherMetricValue"])
 
     best = min(trials, key=best_of)
-    best_metric = api.get(
-        f"/api/v1/experiments/{exp_id}/searcher/best_searcher_validation_metric"
-    )["metric"]
+    best_metric = api.get(f"/api/v1/experiments/{exp_id}/searcher/best_searcher_validation_metric")[
+        "metric"
+    ]
     assert best_metric == pytest.approx(best_of(best))
     history = api.get(f"/api/v1/experiments/{exp_id}/validation-history")["validationHistory"]
     assert history[-1]["trialId"] == best["id"]

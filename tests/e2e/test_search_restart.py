@@ -169,7 +169,8 @@ def _outcome(api: MasterAPI, exp_id: int) -> list[dict[str, Any]]:
         row = {key: trial[key] for key in keys}
         row["searcherMetricValue"] = trial["searcherMetricValue"]
         row["validations"] = [
-            (r["totalBatches"], api.values(r)["loss"]) for r in api.metrics(trial["id"], "validation")
+            (r["totalBatches"], api.values(r)["loss"])
+            for r in api.metrics(trial["id"], "validation")
         ]
         out.append(row)
     return out

@@ -280,6 +280,37 @@ def test_node_runner_signal_reaches_the_whole_group(tmp_path: pathlib.Path) -> N
     runner.cleanup()
 
 
+ESCAPER = (
+    "import pathlib, subprocess, sys, time\n"
+    "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],"
+    " start_new_session=True)\n"
+    "pathlib.Path('escaped.pid').write_text(str(child.pid))\n"
+    "time.sleep(120)\n"
+)
+"""A launcher-like rank: its worker runs in a session (and process group) of its own."""
+
+
+def _escaped_pid(root: pathlib.Path) -> int:
+    found: list[pathlib.Path] = []
+    _wait(lambda: found.extend(root.glob("*/work/escaped.pid")) or found)
+    _wait(lambda: found[0].read_text())
+    return int(found[0].read_text())
+
+
+def test_sigkill_reaches_workers_in_their_own_session(tmp_path: pathlib.Path) -> None:
+    runner = NodeRunner("1.1.1", 0, str(tmp_path / "nodes"))
+    leader = runner.start(
+        _context(tmp_path, {"main.py": ESCAPER}), INFO, [sys.executable, "main.py"], {}, "", None
+    )
+    escaped = _escaped_pid(tmp_path / "nodes")
+    assert os.getsid(escaped) != os.getsid(leader)
+    runner.signal(signal.SIGKILL)
+    _, code = _drain(runner)
+    assert code == -signal.SIGKILL
+    _wait(lambda: not _alive(escaped))
+    runner.cleanup()
+
+
 def test_kill_before_start_refuses_to_start(tmp_path: pathlib.Path) -> None:
     runner = NodeRunner("1.1.1", 0, str(tmp_path / "nodes"))
     runner.signal(signal.SIGKILL)
@@ -295,7 +326,7 @@ def test_ranks_die_with_their_actor_process(tmp_path: pathlib.Path) -> None:
         import pathlib, sys, time
         from determined.master.rm.ray._node import NodeRunner, pack_directory
         ctx = pathlib.Path({str(tmp_path / "c")!r}); ctx.mkdir()
-        (ctx / "main.py").write_text("import time\\nprint('up', flush=True)\\ntime.sleep(120)\\n")
+        (ctx / "main.py").write_text({ESCAPER!r})
         runner = NodeRunner("9.9.9", 0, {str(tmp_path / "nodes")!r})
         pid = runner.start(pack_directory(ctx), {{}}, [sys.executable, "main.py"], {{}}, "", None)
         print(pid, flush=True)
@@ -306,10 +337,11 @@ def test_ranks_die_with_their_actor_process(tmp_path: pathlib.Path) -> None:
     try:
         assert proc.stdout is not None
         rank = int(proc.stdout.readline())
-        assert _alive(rank)
+        escaped = _escaped_pid(tmp_path / "nodes")
+        assert _alive(rank) and _alive(escaped) and os.getsid(escaped) != os.getsid(rank)
         proc.kill()
         proc.wait()
-        _wait(lambda: not _alive(rank))
+        _wait(lambda: not _alive(rank) and not _alive(escaped))
     finally:
         proc.kill()
         proc.wait()

@@ -103,9 +103,7 @@ def test_the_protocol_survives_a_restart(
     assert state == "STATE_PAUSED"
 
 
-def test_full_length_searchers_hand_out_one_operation(
-    sqlite_client: Any, config_of: Any
-) -> None:
+def test_full_length_searchers_hand_out_one_operation(sqlite_client: Any, config_of: Any) -> None:
     client = sqlite_client
     searcher = {"name": "random", "metric": "loss", "max_trials": 1, "max_length": {"batches": 5}}
     _exp_id, (trial,) = _paused(client, config_of, searcher)

@@ -83,7 +83,9 @@ def install_plugin(site: pathlib.Path) -> None:
     (site / "fixedlist_searcher" / "__init__.py").write_text(PLUGIN)
     info = site / "fixedlist_searcher-0.1.dist-info"
     info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fixedlist-searcher\nVersion: 0.1\n")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: fixedlist-searcher\nVersion: 0.1\n"
+    )
     (info / "entry_points.txt").write_text("[determined]\nfixed_list = fixedlist_searcher\n")
     (info / "RECORD").write_text("")
 

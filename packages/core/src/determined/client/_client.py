@@ -140,9 +140,7 @@ class MasterClient:
     def get_searcher_operation(self, trial_id: int) -> int | None:
         """GET /api/v1/trials/{id}/searcher/operation: the length to train to next, or None when
         the searcher needs nothing more from this trial (``completed``)."""
-        answer = (
-            self.session.request("GET", f"/api/v1/trials/{trial_id}/searcher/operation") or {}
-        )
+        answer = self.session.request("GET", f"/api/v1/trials/{trial_id}/searcher/operation") or {}
         if answer.get("completed"):
             return None
         op = answer.get("op") or {}

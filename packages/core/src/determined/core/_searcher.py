@@ -218,9 +218,7 @@ class SearcherContext:
         try:
             value = float(searcher_metric)
         except (TypeError, ValueError):
-            raise TypeError(
-                f"searcher_metric: must be a number, got {searcher_metric!r}"
-            ) from None
+            raise TypeError(f"searcher_metric: must be a number, got {searcher_metric!r}") from None
         if math.isnan(value):
             raise RuntimeError("searcher_metric may not be NaN")
         return value

@@ -26,6 +26,7 @@ import logging
 import math
 import pathlib
 import random
+import shutil
 import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -228,6 +229,7 @@ class _Training:
         self.checkpointed_step = -1
         self.training_values: list[dict[str, float]] = []
         self.preempted = False
+        self.run_hooks: list[Any] = []
 
     # ---- set-up -----------------------------------------------------------------------------------
     def _build(self) -> None:
@@ -301,9 +303,9 @@ class _Training:
 
     # ---- the loop ---------------------------------------------------------------------------------
     def run(self) -> None:
-        self._build()
-        start = self._restore()
         try:
+            self._build()
+            start = self._restore()
             if start < self.plan.length:
                 hooks = [*self.train_spec.hooks, _ControlHook(self)]
                 self.estimator.train(
@@ -331,6 +333,7 @@ class _Training:
             for hook in self.run_hooks:
                 hook.on_trial_close()
             tf.compat.v1.reset_default_graph()
+            shutil.rmtree(self.model_dir, ignore_errors=True)
 
     def _current_step(self) -> int:
         from determined.estimator import _checkpoint

@@ -90,10 +90,11 @@ def create_experiment(
         tarball = pack_files(files)
     except ContextError as e:
         raise APIError(400, f"modelDefinition: {e}") from None
-    slots = int((config.get("resources") or {}).get("slots_per_trial", 1))
-    problem = master.rm.validate(slots)
+    resources = config.get("resources") or {}
+    slots = int(resources.get("slots_per_trial", 1))
+    problem = master.rm.validate(slots, resource_pool=resources.get("resource_pool") or "default")
     if problem:
-        raise APIError(400, f"resources.slots_per_trial: {problem}")
+        raise APIError(400, f"resources: {problem}")
     try:
         from determined.master.searchers import Searcher
 

@@ -104,7 +104,7 @@ def _parse_length(op: Any) -> int:
     ``{"validateAfter": {"length": N}}``, ``{"length": {"length": N, "unit": U}}`` (older);
     N may be a string (protojson's 64-bit integers)."""
     if not isinstance(op, dict):
-        raise APIError(400, "op: required, an object like {\"length\": 100}")
+        raise APIError(400, 'op: required, an object like {"length": 100}')
     value = op.get("length")
     if isinstance(op.get("validateAfter"), dict):
         value = op["validateAfter"].get("length")

@@ -434,6 +434,7 @@ class Manager:
             weight=exp.weight,
             max_slots=exp.max_slots,
             submitted_at=time.time(),
+            resource_pool=(exp.config.get("resources") or {}).get("resource_pool") or "default",
         )
         self.master_log(
             session,

@@ -80,8 +80,9 @@ class ResourceManager(abc.ABC):
         """A JSON-able summary: ``type``, ``slots``, ``slot_type``, ``used``, ``queued``."""
 
     @abc.abstractmethod
-    def validate(self, slots: int) -> str | None:
-        """An error message when a request for ``slots`` can never fit, else ``None``."""
+    def validate(self, slots: int, *, resource_pool: str = "default") -> str | None:
+        """An error message when a request for ``slots`` in ``resource_pool`` can never fit (or
+        the pool does not exist), else ``None``."""
 
     @abc.abstractmethod
     def close(self) -> None:

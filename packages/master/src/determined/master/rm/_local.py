@@ -513,8 +513,15 @@ class LocalResourceManager(ResourceManager):
                 "gpus": [{"index": g.index, "name": g.name, "uuid": g.uuid} for g in self._gpus],
             }
 
-    def validate(self, slots: int, *, max_slots: int | None = None) -> str | None:
+    def validate(
+        self, slots: int, *, max_slots: int | None = None, resource_pool: str = "default"
+    ) -> str | None:
         """The error for a request of ``slots`` that could never start here, else ``None``."""
+        if resource_pool != "default":
+            return (
+                f"resource_pool {resource_pool!r} does not exist: the local resource manager"
+                " has one pool, 'default'"
+            )
         if not isinstance(slots, int) or isinstance(slots, bool) or slots < 0:
             return f"slots_per_trial must be an int >= 0, got {slots!r}"
         total = self._scheduler.total_slots

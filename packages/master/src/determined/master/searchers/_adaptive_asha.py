@@ -167,11 +167,16 @@ class AdaptiveASHASearch(SearchMethod):
         return self._mark(index, sub_search.trial_exited_early(ctx, request_id, reason))
 
     def progress(self, trial_progress: Mapping[str, float], trials_closed: Set[str]) -> float:
+        # One pass over the trials (the master asks after every batch of actions).
+        progress: list[dict[str, float]] = [{} for _ in self.sub_searches]
+        closed: list[set[str]] = [set() for _ in self.sub_searches]
+        for request_id, value in trial_progress.items():
+            progress[self.trial_table.get(request_id, 0)][request_id] = value
+        for request_id in trials_closed:
+            closed[self.trial_table.get(request_id, 0)].add(request_id)
         total = 0.0
         for index, sub_search in enumerate(self.sub_searches):
-            mine = {r: p for r, p in trial_progress.items() if self.trial_table.get(r, 0) == index}
-            closed = {r for r in trials_closed if self.trial_table.get(r, 0) == index}
-            total += sub_search.progress(mine, closed)
+            total += sub_search.progress(progress[index], closed[index])
         return total / len(self.sub_searches)
 
     def rung_lengths(self, request_id: str) -> list[int] | None:

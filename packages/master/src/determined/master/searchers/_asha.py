@@ -41,17 +41,31 @@ def _decode(value: float | str) -> float:
 
 
 class Rung:
-    """One rung: the length needed to reach it and the metrics recorded there, best first."""
+    """One rung: the length needed to reach it and the metrics recorded there, best first.
+
+    ``metrics`` is read-only outside this class: the sorted values are kept beside it so an
+    insert costs a binary search, not a pass over every trial that reached the rung.
+    """
 
     def __init__(self, units_needed: int) -> None:
         self.units_needed = units_needed
         self.metrics: list[tuple[str, float]] = []
+        self._values: list[float] = []
 
     def insert(self, request_id: str, metric: float) -> int:
         """Record ``metric`` before any equal value; returns its position (0 = best)."""
-        index = bisect.bisect_left([value for _, value in self.metrics], metric)
+        index = bisect.bisect_left(self._values, metric)
+        self._values.insert(index, metric)
         self.metrics.insert(index, (request_id, metric))
         return index
+
+    def remove(self, request_id: str) -> None:
+        """Forget the entry of ``request_id`` (if any)."""
+        for index, (rid, _) in enumerate(self.metrics):
+            if rid == request_id:
+                del self.metrics[index]
+                del self._values[index]
+                return
 
 
 class AsyncHalvingSearch(SearchMethod):
@@ -148,10 +162,7 @@ class AsyncHalvingSearch(SearchMethod):
         if reason in (ExitedReason.INVALID_HP, ExitedReason.INIT_INVALID_HP):
             self.invalid_trials += 1
             for rung in self.rungs[: self.trial_rungs.get(request_id, 0) + 1]:
-                for i, (rid, _) in enumerate(rung.metrics):
-                    if rid == request_id:
-                        del rung.metrics[i]
-                        break
+                rung.remove(request_id)
             return [Stop(request_id), ctx.create()]
         self.rungs[self.trial_rungs.get(request_id, 0)].insert(request_id, EXITED_METRIC_VALUE)
         if len(self.trial_rungs) - self.invalid_trials < self.max_trials:
@@ -197,11 +208,14 @@ class AsyncHalvingSearch(SearchMethod):
             )
         self.rungs = []
         for saved in rungs:
-            rung = Rung(int(saved["units_needed"]))
-            rung.metrics = [
+            entries = [
                 (str(entry["request_id"]), _decode(entry["metric"]))
                 for entry in saved.get("metrics") or []
             ]
+            rung = Rung(int(saved["units_needed"]))
+            # Saved best first; appending keeps that order even for ties (no re-sorting).
+            rung.metrics = entries
+            rung._values = [value for _, value in entries]
             self.rungs.append(rung)
         self.trial_rungs = {str(k): int(v) for k, v in (state.get("trial_rungs") or {}).items()}
         self.early_exit_trials = {

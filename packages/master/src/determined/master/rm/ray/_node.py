@@ -1,17 +1,25 @@
 """What runs on each Ray node of a trial: unpack the context, run that node's ranks, hand back logs.
 
-:class:`NodeRunner` is a plain class; ``_rm`` wraps it with ``ray.remote`` (a threaded actor, so a
-signal reaches the process while a ``poll`` waits). This module imports no Ray: it is imported by
-Ray's worker processes on every node (which therefore need det-master installed) and by the tests.
+:class:`NodeRunner` runs one allocation's share on a node; :class:`NodeAgent` is the per-node actor
+holding the runners (``_agents`` wraps it with ``ray.remote`` as a threaded actor, so a signal
+reaches the processes while a ``poll`` waits). This module imports no Ray: Ray's worker processes
+on every node import it (so each node needs det-master installed), and so do the tests.
 
 A trial's processes must not outlive their actor: when the actor dies (its node lost, the master's
 driver gone, ``ray.kill``), no code of it runs any more. So every launch starts a tiny *watcher*
 process holding the read end of a pipe whose write end only the actor holds; the watcher blocks
-on it and kills the trial's whole process group when it reads end-of-file, however the actor ended.
+on it and kills the trial's processes when it reads end-of-file, however the actor ended.
+
+"The trial's processes" are more than its process group: a launcher may start its workers in a
+session of their own (``determined.launch.torch_distributed`` does, for torchrun), and a SIGKILL
+to the group leaves those behind. So every process of a launch carries a marker variable
+(``DET_RAY_RUN``, a random token inherited by every descendant), and a kill reaches the group and
+every process of this user whose environment holds the marker.
 """
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
 import os
@@ -27,6 +35,7 @@ import tarfile
 import tempfile
 import threading
 import time
+import uuid
 from typing import IO, Any
 
 from determined.master.rm._local import _read_lines
@@ -35,17 +44,40 @@ FLUSH_INTERVAL_S = 0.05
 """How long ``poll`` gathers more lines after the first one arrived."""
 BATCH_MAX_LINES = 500
 
+MARKER_ENV = "DET_RAY_RUN"
+"""Set to a random token in every process of one launch on one node (see the module docstring)."""
+
+
+def kill_marked(pgid: int, marker: str) -> None:
+    """SIGKILL to process group ``pgid`` and to every process whose environment holds ``marker``
+    (``NAME=token``). Self-contained (the watcher script is its source text)."""
+    import os
+    import signal
+
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    needle = marker.encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    os.kill(int(name), signal.SIGKILL)
+        except (OSError, ValueError):
+            continue
+
+
 _WATCHER = (
-    "import os, signal, sys\n"
-    "pgid = int(sys.argv[1])\n"
-    "while os.read(0, 65536):\n"
-    "    pass\n"
-    "try:\n"
-    "    os.killpg(pgid, signal.SIGKILL)\n"
-    "except (ProcessLookupError, PermissionError):\n"
-    "    pass\n"
+    inspect.getsource(kill_marked)
+    + "import os, sys\n"
+    + "while os.read(0, 65536):\n"
+    + "    pass\n"
+    + "kill_marked(int(sys.argv[1]), sys.argv[2])\n"
 )
-"""Blocks until the actor's end of its stdin pipe closes, then kills the trial's process group."""
+"""Blocks until the actor's end of its stdin pipe closes, then kills the trial's processes."""
 
 _DROPPED_ENV = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
 """Variables Ray sets for its own workers that must not leak into a trial (the master's choice, or
@@ -122,6 +154,7 @@ class NodeRunner:
         self._open_streams = 0
         self._lock = threading.Lock()
         self._signalled: int | None = None
+        self.marker = f"{MARKER_ENV}={uuid.uuid4().hex}"
 
     # -- identity ------------------------------------------------------------------------------
 
@@ -168,6 +201,7 @@ class NodeRunner:
                 "DET_ALLOCATION_ID": self.allocation_id,
                 "DET_SLOT_IDS": json.dumps(cluster_info.get("slot_ids", [])),
                 "DET_AGENT_ID": str(cluster_info.get("agent_id", "")),
+                MARKER_ENV: self.marker.split("=", 1)[1],
             }
         )
         argv = list(argv)
@@ -191,14 +225,14 @@ class NodeRunner:
             read_fd, self._watch_fd = os.pipe()
             try:
                 self._watcher = subprocess.Popen(
-                    [sys.executable, "-c", _WATCHER, str(pid)],
+                    [sys.executable, "-c", _WATCHER, str(pid), self.marker],
                     stdin=read_fd,
                     start_new_session=True,
                 )
             finally:
                 os.close(read_fd)
             if self._signalled is not None:
-                os.killpg(pid, self._signalled)
+                self._send_locked(self._signalled)
         self._open_streams = 2
         for stream, stdtype in ((self._popen.stdout, "stdout"), (self._popen.stderr, "stderr")):
             threading.Thread(
@@ -244,16 +278,23 @@ class NodeRunner:
         return lines, code
 
     def signal(self, signum: int) -> None:
-        """Send ``signum`` to the whole process group (also remembered for a start still to come)."""
+        """Send ``signum`` to the whole process group (also remembered for a start still to come);
+        SIGKILL also reaches every marked process (workers in sessions of their own)."""
         with self._lock:
             if self._signalled != signal.SIGKILL:
                 self._signalled = signum
-            if self._popen is None:
-                return
-            try:
-                os.killpg(self._popen.pid, signum)
-            except (ProcessLookupError, PermissionError):
-                pass
+            self._send_locked(signum)
+
+    def _send_locked(self, signum: int) -> None:
+        if self._popen is None:
+            return
+        if signum == signal.SIGKILL:
+            kill_marked(self._popen.pid, self.marker)
+            return
+        try:
+            os.killpg(self._popen.pid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def _end_group(self) -> None:
         """The leader exited: let the watcher kill what it left behind, then remove the files."""
