@@ -129,10 +129,13 @@ def main() -> int:
         )
     print("Where to look:")
     print(
-        f"  master API      {url}/api/v1/experiments/{exp_id}  (log in as 'determined', empty password)"
+        f"  web UI          {url}/experiments/{exp_id}  (sign in as 'determined', empty password)"
     )
-    print(f"  OpenAPI docs    {url}/api/v1/docs")
-    print(f"  trial logs      {url}/api/v1/trials/<id>/logs")
+    print(f"  command line    {BIN / 'det'} -m {url} experiment describe {exp_id}")
+    print(f"                  {BIN / 'det'} -m {url} trial logs <trial id>")
+    print(
+        f"  REST API        {url}/api/v1/experiments/{exp_id}  (OpenAPI docs at {url}/api/v1/docs)"
+    )
     print(f"  data directory  {DATA_DIR}  (SQLite database, trial work dirs, master log)")
     print(f"  checkpoints     {DATA_DIR / 'checkpoints'}")
     print(f"  stop the master {BIN / 'det-master'} down --data-dir {DATA_DIR}")

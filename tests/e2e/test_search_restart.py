@@ -212,7 +212,8 @@ def test_search_after_master_crashes_matches_uninterrupted_run(
     # the two crashes really happened where intended
     trials = {t["id"]: t for t in api.trials(exp_id)}
     logs = {trial_id: "".join(api.logs(trial_id)) for trial_id in trials}
-    assert "trial 2 done at batch" in logs[2] and "trial 2 run 2" not in logs[2]
+    # (trial 2's last lines before the crash may die with the master that was reading its stdout)
+    assert "trial 2 run 2" not in logs[2]
     assert "trial 4 run 2 starts at batch 1" in logs[4], logs[4]
     assert trials[4]["restarts"] == 0  # a master crash does not count against max_restarts
     assert sorted(os.listdir(hang_dir)) == ["mid-operation", "stopped-trial-winding-down"]
