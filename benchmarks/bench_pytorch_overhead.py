@@ -2,13 +2,13 @@
 
 Same model (``nn.Linear(8, 1)``), batch 32, SGD, MSE, one thread, a shuffled ``TensorDataset`` read
 by a torch DataLoader (det's and upstream's DataLoaders build one too). Each runner trains
-``--batches`` batches; the CPU time of the process (all threads, so det's background metric shipper
-counts; less disturbed by other load than wall time) from the first to the last batch is divided by
-the batch count, so
-start-up, the final validation and the final checkpoint are not counted, but everything the loop does
-between batches (metric reports every 100 batches, preemption checks, ...) is. Runs alternate
-``--rounds`` times; the median and the best run of each runner are reported with their ratio to the
-plain loop (on a busy machine the best run is the steadier figure).
+``--batches`` batches; the process CPU time (all threads, so det's background metric shipper counts;
+less disturbed by other load than wall time) from the first to the last batch is divided by the
+batch count, so start-up, the final validation and the final checkpoint are not counted, but
+everything the loop does between batches (metric reports every 100 batches, preemption checks, ...)
+is. Each measurement runs in a fresh process between two plain loops, and the ratio to their mean
+is what is compared (the load of a shared machine drifts over minutes, not seconds); runners
+alternate for ``--rounds`` rounds and the median ratio is reported.
 
 Upstream runs in its own venv, built on first use at ``.cache/upstream-pytorch-0.38.1``
 (``python -m venv`` + ``pip install torch==2.13.0 determined==0.38.1``; ``--no-upstream`` skips it).
@@ -107,14 +107,19 @@ def run_trainer(batches: int, tensorboard: bool) -> float:
 
 
 def worker(kind: str, batches: int) -> None:
+    """One measurement: the trainer between two plain loops in this same process, so the ratio
+    compares runs made seconds apart on the same interpreter (the machine's load drifts)."""
     import logging
 
     logging.basicConfig(level=logging.WARNING)
+    run_plain(200)  # warm up: the first optimizer step imports torch._dynamo
+    before = run_plain(batches)
     if kind == "plain":
         value = run_plain(batches)
     else:
         value = run_trainer(batches, tensorboard=kind == "det+tb")
-    print(json.dumps({"per_batch_s": value}))
+    after = run_plain(batches)
+    print(json.dumps({"per_batch_s": value, "plain_s": (before + after) / 2}))
 
 
 def ensure_upstream_venv() -> pathlib.Path:
@@ -131,7 +136,7 @@ def ensure_upstream_venv() -> pathlib.Path:
     return python
 
 
-def measure(python: str, kind: str, batches: int, env: dict[str, str]) -> float:
+def measure(python: str, kind: str, batches: int, env: dict[str, str]) -> tuple[float, float]:
     out = subprocess.run(
         [python, __file__, "--worker", kind, "--batches", str(batches)],
         check=True,
@@ -140,7 +145,8 @@ def measure(python: str, kind: str, batches: int, env: dict[str, str]) -> float:
         env=env,
         cwd=env["BENCH_CWD"],
     )
-    return float(json.loads(out.stdout.strip().splitlines()[-1])["per_batch_s"])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    return float(result["per_batch_s"]), float(result["plain_s"])
 
 
 def main() -> None:
@@ -156,7 +162,7 @@ def main() -> None:
     runners = {"plain": sys.executable, "det": sys.executable, "det+tb": sys.executable}
     if not args.no_upstream:
         runners["upstream"] = str(ensure_upstream_venv())
-    results: dict[str, list[float]] = {kind: [] for kind in runners}
+    results: dict[str, list[tuple[float, float]]] = {kind: [] for kind in runners}
     with tempfile.TemporaryDirectory(prefix="bench-pytorch-") as tmp:
         env = {
             k: v for k, v in os.environ.items() if not k.startswith("DET_") and k != "PYTHONPATH"
@@ -166,26 +172,30 @@ def main() -> None:
             XDG_DATA_HOME=str(pathlib.Path(tmp, "data")),
             TMPDIR=tmp,
             TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD="1",
-            BENCH_CWD=tmp,
+            # upstream copies the working directory into each checkpoint when off-cluster: run in
+            # an empty directory that does not contain the checkpoints (or it copies itself)
+            BENCH_CWD=str(pathlib.Path(tmp, "work")),
         )
+        pathlib.Path(env["BENCH_CWD"]).mkdir()
         for _ in range(args.rounds):
             for kind, python in runners.items():
                 results[kind].append(measure(python, kind, args.batches, env))
     print(
         f"tiny model (Linear({FEATURES},1), batch {BATCH}, SGD, 1 thread), {args.batches} batches"
     )
-    print(f"{args.rounds} alternating runs per runner; CPU time per batch, median and best run")
     print(
-        f"{'runner':<10} {'median us':>10} {'vs plain':>9} {'+us':>7} {'best us':>9} {'vs plain':>9} {'+us':>7}"
+        f"{args.rounds} rounds; CPU time per batch (median over rounds); ratio = the runner over "
+        "plain loops run just before and after it in the same process (median, best)"
     )
-    plain_median = statistics.median(results["plain"])
-    plain_best = min(results["plain"])
-    for kind, values in results.items():
-        median, best = statistics.median(values), min(values)
+    print(f"{'runner':<10} {'us/batch':>9} {'plain us':>9} {'ratio':>8} {'+us':>7} {'best':>8}")
+    for kind, pairs in results.items():
+        ratios = [value / plain for value, plain in pairs]
+        value = statistics.median(v for v, _ in pairs)
+        plain = statistics.median(p for _, p in pairs)
+        ratio = statistics.median(ratios)
         print(
-            f"{kind:<10} {median * 1e6:>10.1f} {median / plain_median:>8.3f}x "
-            f"{(median - plain_median) * 1e6:>+7.1f} {best * 1e6:>9.1f} "
-            f"{best / plain_best:>8.3f}x {(best - plain_best) * 1e6:>+7.1f}"
+            f"{kind:<10} {value * 1e6:>9.1f} {plain * 1e6:>9.1f} {ratio:>7.3f}x "
+            f"{(ratio - 1) * plain * 1e6:>+7.1f} {min(ratios):>7.3f}x"
         )
 
 

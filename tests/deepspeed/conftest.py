@@ -8,8 +8,10 @@ is ever built.
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
+import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -69,3 +71,36 @@ def train(off_cluster: pathlib.Path) -> Callable[..., Any]:
         return trial
 
     return run
+
+
+@pytest.fixture(scope="session")
+def two_rank_runs(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """``ds2_script.py`` on two CPU ranks under ``python -m determined.launch.deepspeed``: per ZeRO
+    stage a straight, a stopped and a resumed run; one result dict per rank. Run once per test
+    session: pytest-xdist workers share it through a lock in their common temporary directory."""
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent
+    out = shared / "deepspeed-two-ranks"
+    with FileLock(str(shared / "deepspeed-two-ranks.lock")):
+        if not (out / "rank1.json").exists():
+            _run_two_ranks(out)
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+
+def _run_two_ranks(out: pathlib.Path) -> None:
+    out.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+    for name in LAUNCHER_VARS:
+        env.pop(name, None)
+    env["PYTHONPATH"] = str(HERE)
+    env["TMPDIR"] = str(out)
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "determined.launch.deepspeed", "--num_gpus", "2", "--",
+            sys.executable, str(HERE / "ds2_script.py"), str(out),
+        ],
+        env=env, cwd=out, capture_output=True, text=True, timeout=280,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-5000:] + result.stderr[-5000:]
+    assert "[rank=1]" in result.stdout + result.stderr

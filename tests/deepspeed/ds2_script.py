@@ -18,10 +18,12 @@ import lintrial
 from determined import pytorch
 from determined.pytorch import deepspeed as det_ds
 
+# The periods test_master's experiments get from their legacy config fields.
 FIT: dict[str, Any] = {
-    "max_length": pytorch.Batch(10),
-    "reporting_period": pytorch.Batch(3),
+    "max_length": pytorch.Batch(12),
+    "reporting_period": pytorch.Batch(2),
     "validation_period": pytorch.Batch(4),
+    "checkpoint_period": pytorch.Batch(4),
     "checkpoint_policy": "none",
 }
 
@@ -52,7 +54,9 @@ def run(stage: int, storage: str, **fit: Any) -> dict[str, Any]:
 def main(out: pathlib.Path) -> None:
     logging.basicConfig(level=logging.WARNING)
     storage = str(out / "ckpt")
-    result: dict[str, Any] = {"env": {k: os.environ.get(k) for k in ("USE_DEEPSPEED", "LOCAL_SIZE")}}
+    result: dict[str, Any] = {
+        "env": {k: os.environ.get(k) for k in ("USE_DEEPSPEED", "LOCAL_SIZE")}
+    }
     for stage in (0, 2, 3):
         straight = run(stage, storage)
         stopped = run(stage, storage, hparams={"stop_at": 4, "stop_rank": 1})

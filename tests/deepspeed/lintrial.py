@@ -5,7 +5,8 @@ engine with AdamW (``torch_adam``: no FusedAdam compile), ``train_batch_size`` 8
 of 2 (4 accumulation steps in one process, 2 on two ranks), on 40 shuffled records: 5 optimizer
 steps per epoch.
 
-Hyperparameters: ``stage`` (ZeRO stage), ``lr``, ``dataset_len``, ``val_len``, ``dropout``,
+Hyperparameters: ``seed`` (of torch's RNG), ``stage`` (ZeRO stage), ``lr``, ``dataset_len``,
+``val_len``, ``dropout``,
 ``stop_at`` (ask to stop after that batch, on rank ``stop_rank``), ``manual`` (take every micro
 batch of a step in one ``train_batch`` call), ``full_eval`` (``evaluate_full_dataset``),
 ``torch_loader`` (plain torch DataLoaders), ``slow`` (seconds of sleep per step).
@@ -22,7 +23,9 @@ import torch
 from determined import pytorch
 from determined.pytorch import deepspeed as det_ds
 
-HPARAMS: dict[str, Any] = {"stage": 2, "lr": 0.01, "dataset_len": 40, "val_len": 10, "dropout": 0.1}
+HPARAMS: dict[str, Any] = {
+    "stage": 2, "lr": 0.01, "dataset_len": 40, "val_len": 10, "dropout": 0.1, "seed": 7,
+}  # fmt: skip
 
 
 class Regression(torch.utils.data.Dataset):
@@ -100,8 +103,13 @@ class LinTrial(det_ds.DeepSpeedTrial):
     def __init__(self, context: det_ds.DeepSpeedTrialContext) -> None:
         self.context = context
         self.hp = {**HPARAMS, **context.get_hparams()}
+        # Seeded from the hyperparameters, so runs on a master compare with runs off-cluster
+        # whatever trial seed the master chose.
+        torch.manual_seed(int(self.hp["seed"]))
         model = torch.nn.Sequential(
-            torch.nn.Linear(4, 8), torch.nn.Dropout(float(self.hp["dropout"])), torch.nn.Linear(8, 1)
+            torch.nn.Linear(4, 8),
+            torch.nn.Dropout(float(self.hp["dropout"])),
+            torch.nn.Linear(8, 1),
         )
         config = det_ds.overwrite_deepspeed_config(
             ds_config(int(self.hp["stage"]), float(self.hp["lr"])), self.hp.get("overwrite") or {}
@@ -160,10 +168,12 @@ class LinTrial(det_ds.DeepSpeedTrial):
         self.offset_optimizer.zero_grad()
         ((self.offset - 1.0) ** 2).sum().backward()
         self.offset_optimizer.step()
-        stop_at = self.hp.get("stop_at")
-        if stop_at is not None and batch_idx == int(stop_at):
-            if self.context.distributed.rank == int(self.hp.get("stop_rank", 0)):
-                self.context.set_stop_requested(True)
+        stop_at, stop_rank = self.hp.get("stop_at"), int(self.hp.get("stop_rank", 0))
+        if stop_at is not None and (batch_idx, self.context.distributed.rank) == (
+            stop_at,
+            stop_rank,
+        ):
+            self.context.set_stop_requested(True)
         return {"loss": loss, "batch_idx": batch_idx}
 
     def evaluate_batch(self, dataloader_iter: Any, batch_idx: int) -> dict[str, Any]:

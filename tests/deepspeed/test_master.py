@@ -24,8 +24,10 @@ STAGES = [0, 2, 3]
 
 @pytest.fixture
 def api(tmp_path: pathlib.Path) -> Iterator[MasterAPI]:
+    """A master with a slot for every rank of the three trials of a two-slot experiment: they
+    must all run at once to reach the point where the test pauses them."""
     master = Master(
-        MasterConfig(host="127.0.0.1", port=0, data_dir=str(tmp_path / "master"), slots=4)
+        MasterConfig(host="127.0.0.1", port=0, data_dir=str(tmp_path / "master"), slots=6)
     )
     master.start()
     try:
@@ -141,19 +143,25 @@ def test_one_slot_zero_0_2_3_pause_and_resume_exactly(
 
 
 def test_two_slots_zero_0_2_3_through_the_launcher(
-    api: MasterAPI, context_dir: pathlib.Path
+    api: MasterAPI, context_dir: pathlib.Path, two_rank_runs: list[dict[str, Any]]
 ) -> None:
-    straight = api.create_experiment(_config("straight", 2), context_dir)
-    paused = api.create_experiment(_config("paused", 2, wait_for_pause_at=5), context_dir)
-    resumed = _pause_at_the_wait(api, paused)
-    assert api.wait_experiment(straight, timeout=280) == "STATE_COMPLETED", api.debug(straight)
-    reference = {int(t["hparams"]["stage"]): t for t in api.trials(straight)}
+    """Two ranks per trial: ``launch.trial`` re-runs itself under determined.launch.deepspeed. The
+    paused-and-continued trials report exactly what two ranks reported off-cluster straight
+    through (conftest's ``two_rank_runs``: same hyperparameters, seed and periods)."""
+    experiment = api.create_experiment(_config("two", 2, wait_for_pause_at=5), context_dir)
+    trials = _pause_at_the_wait(api, experiment)
+    chief = two_rank_runs[0]
     for stage in STAGES:
-        trial, other = resumed[stage], reference[stage]
-        assert trial["seed"] == other["seed"]
+        trial = trials[stage]
+        reference = chief[str(stage)]["straight"]
         training = _series(api, trial["id"], "training")
+        validation = _series(api, trial["id"], "validation")
         assert [step for step, _ in training] == list(range(2, 13, 2))
-        assert training == _series(api, other["id"], "training")
-        assert _series(api, trial["id"], "validation") == _series(api, other["id"], "validation")
+        assert [m["loss"] for _, m in training] == [w["loss"] for w in reference["workloads"]]
+        assert [m["val_loss"] for _, m in validation] == [
+            v["val_loss"] for v in reference["validations"]
+        ]
+        assert [m["batch_idx"] for _, m in training] == [0.5, 2.5, 4.5, 6.5, 8.5, 10.5]
+        assert any("restoring trial from checkpoint" in line for line in api.logs(trial["id"]))
         ranks = {entry.get("rankId") for entry in api.log_entries(trial["id"])}
         assert {0, 1} <= ranks

@@ -195,9 +195,10 @@ def test_overwrite_deepspeed_config(tmp_path: pathlib.Path) -> None:
     assert base["zero_optimization"] == {"stage": 2, "overlap_comm": True}  # not modified
     path = tmp_path / "ds_config.json"
     path.write_text(json.dumps(base))
-    assert det_ds.overwrite_deepspeed_config(str(path), {"train_batch_size": 4})[
-        "train_batch_size"
-    ] == 4
+    assert (
+        det_ds.overwrite_deepspeed_config(str(path), {"train_batch_size": 4})["train_batch_size"]
+        == 4
+    )
     path.write_text('{"train_batch_size": 8, "train_batch_size": 4}')
     with pytest.raises(ValueError, match="duplicate key 'train_batch_size'"):
         det_ds.overwrite_deepspeed_config(path, {})

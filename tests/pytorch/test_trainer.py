@@ -276,3 +276,19 @@ def test_tensorboard_files_are_written(train: Train) -> None:
     trial = train(onevar.OneVarTrial, {}, max_length=pytorch.Batch(4), tensorboard=True)
     path = trial.context.get_tensorboard_path()
     assert any("tfevents" in p.name for p in path.rglob("*"))
+
+
+class AmpTrial(onevar.OneVarTrial):
+    def __init__(self, context: pytorch.PyTorchTrialContext) -> None:
+        context.experimental.use_amp()  # before wrap_model; full precision without a GPU
+        super().__init__(context)
+
+
+def test_use_amp_and_profiling(train: Train) -> None:
+    trial = train(AmpTrial, {"lr": 0.1}, max_length=pytorch.Batch(3), profiling_enabled=True)
+    weights = onevar.expected_weights(0.1, 3)
+    assert [b["w_after"] for b in trial.counter.batch_metrics] == pytest.approx(weights, abs=1e-6)
+    saved = torch.load(
+        trial.storage / trial.counter.uuids[-1] / "state_dict.pth", weights_only=True
+    )
+    assert "scaler_state_dict" in saved

@@ -8,6 +8,7 @@ from typing import Any
 
 import lintrial
 
+import determined as det
 from determined.core import _hooks
 from determined.pytorch.deepspeed import _runner
 
@@ -17,13 +18,16 @@ if not any(ep.name == "deepspeed" for ep in importlib.metadata.entry_points(grou
 
 
 class LinTrial(lintrial.LinTrial):
-    """With ``wait_for_pause_at: N`` it holds after batch N until the experiment is paused, so a
-    test pauses it at a known point (every rank polls in step: one broadcast per poll)."""
+    """With ``wait_for_pause_at: N`` its first run holds after batch N until the experiment is
+    paused, so a test pauses it mid-run (every rank polls in step: one broadcast per poll)."""
 
     def train_batch(self, dataloader_iter: Any, epoch_idx: int, batch_idx: int) -> Any:
         out = super().train_batch(dataloader_iter, epoch_idx, batch_idx)
         wait_at = self.hp.get("wait_for_pause_at")
-        if wait_at is not None and batch_idx == int(wait_at) and not self._waited:
+        first_run = (
+            det.get_cluster_info() is None or det.get_cluster_info().latest_checkpoint is None
+        )
+        if wait_at is not None and batch_idx == int(wait_at) and first_run and not self._waited:
             self._waited = True
             preempt = self.context._core.preempt
             for _ in range(2400):  # a count, not a clock: every rank must poll equally often

@@ -35,3 +35,10 @@ def master_url(tmp_path: pathlib.Path) -> Iterator[str]:
         yield master.url
     finally:
         master.stop()
+
+
+@pytest.fixture(autouse=True)
+def _cwd_in_tmp(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lightning writes next to the cwd (``<logger name>/<version>/checkpoints`` when a Trainer
+    adds its own ModelCheckpoint): keep that inside the test's tmp dir, not the repository."""
+    monkeypatch.chdir(tmp_path)

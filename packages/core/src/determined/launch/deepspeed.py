@@ -83,7 +83,9 @@ def write_hostfile(path: str, hosts: Sequence[str], slot_counts: Sequence[int]) 
     if len(hosts) != len(slot_counts):
         raise ValueError(f"{len(hosts)} container addresses but {len(slot_counts)} slot counts")
     with open(path, "w") as hostfile:
-        hostfile.writelines(f"{host} slots={slots}\n" for host, slots in zip(hosts, slot_counts))
+        hostfile.writelines(
+            f"{host} slots={slots}\n" for host, slots in zip(hosts, slot_counts, strict=True)
+        )
 
 
 def create_launch_cmd(

@@ -178,6 +178,8 @@ class _PyTorchTrialController:
             stack.callback(self._close_iterator)
             if saved is not None:
                 self._apply_checkpoint(saved)
+            if self.is_chief and self.context._enable_tensorboard_logging:
+                self.context.get_tensorboard_writer()  # import TensorBoard now, not mid-training
             for callback in self.callbacks.values():
                 callback.on_training_start()
             if self.profiling_enabled:

@@ -17,9 +17,9 @@ import pathlib
 import warnings
 from typing import TYPE_CHECKING, Any
 
-import deepspeed
 import torch
 
+import deepspeed
 from determined.pytorch._context import PyTorchTrialContext
 from determined.pytorch._lr_scheduler import LRScheduler
 from determined.pytorch.deepspeed._mpu import (
@@ -74,7 +74,9 @@ def overwrite_deepspeed_config(
         except OSError as exc:
             raise ValueError(f"base_ds_config: cannot read {str(path)!r}: {exc}") from None
         except ValueError as exc:
-            raise ValueError(f"base_ds_config: {str(path)!r} is not a valid config: {exc}") from None
+            raise ValueError(
+                f"base_ds_config: {str(path)!r} is not a valid config: {exc}"
+            ) from None
         if not isinstance(base, dict):
             raise ValueError(f"base_ds_config: {str(path)!r} must hold a JSON object")
     elif isinstance(base_ds_config, dict):
@@ -188,7 +190,10 @@ class DeepSpeedTrialContext(PyTorchTrialContext):
             self._train_micro_batch_size_per_gpu = micro
             self._num_micro_batches_per_slot = steps
             self._set_batch_sizes(int(model.train_batch_size()), micro * steps)
-        elif (micro, steps) != (self._train_micro_batch_size_per_gpu, self._num_micro_batches_per_slot):
+        elif (micro, steps) != (
+            self._train_micro_batch_size_per_gpu,
+            self._num_micro_batches_per_slot,
+        ):
             logger.warning(
                 "engine %d has train_micro_batch_size_per_gpu=%d and gradient_accumulation_steps=%d;"
                 " the loop feeds every engine like the first one (%s, %s)",

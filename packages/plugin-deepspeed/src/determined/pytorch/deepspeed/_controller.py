@@ -270,11 +270,15 @@ class DeepSpeedTrialController(_PyTorchTrialController):
                     callback.on_training_epoch_start(epoch_idx)
             try:
                 if calls == 1:
-                    out = _metrics.detach_metrics(trial.train_batch(train_iter, epoch_idx, batch_idx))
+                    out = _metrics.detach_metrics(
+                        trial.train_batch(train_iter, epoch_idx, batch_idx)
+                    )
                 else:
                     out = _average_micro_batches(
                         [
-                            _metrics.detach_metrics(trial.train_batch(train_iter, epoch_idx, batch_idx))
+                            _metrics.detach_metrics(
+                                trial.train_batch(train_iter, epoch_idx, batch_idx)
+                            )
                             for _ in range(calls)
                         ]
                     )

@@ -78,7 +78,7 @@ def _init_distributed() -> None:
     if os.environ.get(MANUAL_INIT_ENV):
         return
     import deepspeed
-    import deepspeed.comm.torch  # noqa: F401  (so _skip_cpu_shm_op finds it)
+    import deepspeed.comm.torch
 
     _skip_cpu_shm_op()
     deepspeed.init_distributed(auto_mpi_discovery=False)

@@ -64,7 +64,9 @@ class DeepSpeedTrial(metaclass=abc.ABCMeta):
         """Named ``det.pytorch.PyTorchCallback`` objects; the names key their saved state."""
         return {}
 
-    def evaluate_batch(self, dataloader_iter: Iterator[Any] | None, batch_idx: int) -> dict[str, Any]:
+    def evaluate_batch(
+        self, dataloader_iter: Iterator[Any] | None, batch_idx: int
+    ) -> dict[str, Any]:
         """Validation metrics of one micro batch (a pipeline engine: one ``eval_batch``) taken from
         ``dataloader_iter``; reduced over every batch on every rank by :meth:`evaluation_reducer`
         (``Reducer.AVG`` weights each batch by its samples). ``batch_idx`` may be left out."""
