@@ -21,6 +21,7 @@ import logging
 import pathlib
 import shutil
 import sys
+import time
 import warnings
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,7 @@ import determined as det
 from determined import core
 from determined.pytorch import _checkpoint, _metrics
 from determined.pytorch._callback import PyTorchCallback
-from determined.pytorch._data import DataLoader, _dataset_repro_warning
+from determined.pytorch._data import DataLoader, _dataset_repro_warning, _on_cpu_already
 from determined.pytorch._lr_scheduler import LRScheduler
 from determined.pytorch._trial import PyTorchTrial, evaluation_mode
 from determined.pytorch._units import Batch, Epoch, TrainUnit, _ShouldExit, _TrialState
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 logger = logging.getLogger("determined.pytorch")
 
 TRAIN, VALIDATE, CHECKPOINT, REPORT = "TRAIN", "VALIDATE", "CHECKPOINT", "REPORT"
+PROGRESS_INTERVAL_S = 2.0
 
 
 def _overrides(callback: PyTorchCallback, name: str) -> bool:
@@ -141,6 +143,7 @@ class _PyTorchTrialController:
             (REPORT, reporting_period),
         ]
         self._batch_metrics: list[dict[str, Any]] = []
+        self._next_progress = 0.0
         self._train_seed: int | None = None
         self._train_iter: Iterator[Any] | None = None
         self._validation_loader: Any = None
@@ -404,7 +407,9 @@ class _PyTorchTrialController:
         while self._remaining(length) > 0:
             fired = self._train_workload()
             self._report_workload()
-            if self.is_chief and (TRAIN in fired or REPORT in fired):
+            if self.is_chief and (
+                TRAIN in fired or (REPORT in fired and time.monotonic() >= self._next_progress)
+            ):
                 self._report_progress()
             for kind in fired:
                 if kind == VALIDATE:
@@ -427,6 +432,7 @@ class _PyTorchTrialController:
         epoch_len = ctx._epoch_len
         metrics = self._batch_metrics
         auto_to_device = ctx.experimental._auto_to_device
+        on_cpu = ctx._on_cpu
         update_scaler = ctx._scaler is not None and ctx.experimental._auto_amp
         schedulers = [
             s for s in ctx.lr_schedulers if s._step_mode != LRScheduler.StepMode.MANUAL_STEP
@@ -435,9 +441,12 @@ class _PyTorchTrialController:
         aggregation = ctx._aggregation_frequency
         stop_every_batch = self._stop_every_batch
         preempt = self.core.preempt
+        # single process: should_preempt() is this flag read (plus an acknowledgement when set)
+        preempt_signalled = preempt._signal.is_set
         boundaries = self._boundaries
         check_epochs = any(type(unit) is Epoch for _, unit in boundaries)
         next_check = self._next_batch_boundary(state.batches_trained)
+        tensor_type = torch.Tensor
         for batch in self._train_iter:
             batch_idx = state.batches_trained
             epoch_idx, in_epoch = divmod(batch_idx, epoch_len)
@@ -445,7 +454,7 @@ class _PyTorchTrialController:
             if in_epoch == 0:
                 for callback in self.callbacks.values():
                     callback.on_training_epoch_start(epoch_idx)
-            if auto_to_device:
+            if auto_to_device and not (on_cpu and _on_cpu_already(batch)):
                 batch = ctx.to_device(batch)
             out = trial.train_batch(batch=batch, epoch_idx=epoch_idx, batch_idx=batch_idx)
             if profiler is not None:
@@ -453,7 +462,13 @@ class _PyTorchTrialController:
             step_boundary = (batch_idx + 1) % aggregation == 0
             if update_scaler and step_boundary:
                 ctx._scaler.update()
-            metrics.append(_metrics.detach_metrics(out))
+            if type(out) is dict:  # the usual case, inline: this runs once per batch
+                for name, value in out.items():
+                    if isinstance(value, tensor_type) and value.requires_grad:
+                        out[name] = value.detach()
+                metrics.append(out)
+            else:
+                metrics.append(_metrics.detach_metrics(out))
             if schedulers and step_boundary:
                 self._step_schedulers(schedulers, batch_idx)
             state.batches_trained = batch_idx + 1
@@ -478,7 +493,7 @@ class _PyTorchTrialController:
             if (
                 stop_every_batch
                 and step_boundary
-                and (ctx._stop_requested or preempt.should_preempt())
+                and (ctx._stop_requested or (preempt_signalled() and preempt.should_preempt()))
             ):
                 raise _ShouldExit()
         raise RuntimeError("the training data loader ran out of batches")
@@ -544,6 +559,8 @@ class _PyTorchTrialController:
             callback.on_training_workload_end(avg_metrics=avg, batch_metrics=batch_metrics)
 
     def _report_progress(self) -> None:
+        # a request to the master on a cluster: at most one per interval between reports
+        self._next_progress = time.monotonic() + PROGRESS_INTERVAL_S
         assert isinstance(self.max_length.value, int)
         done = (
             self.state.batches_trained

@@ -226,10 +226,14 @@ def data_length(data: _Data) -> int:
 
 def _on_cpu_already(data: Any) -> bool:
     """Whether ``data`` is a CPU tensor or a flat list/tuple of them (the common batch)."""
-    if type(data) is torch.Tensor:
+    kind = type(data)
+    if kind is torch.Tensor:
         return data.is_cpu
-    if type(data) in (list, tuple):
-        return all(type(item) is torch.Tensor and item.is_cpu for item in data)
+    if kind is list or kind is tuple:
+        for item in data:  # noqa: SIM110 (a loop, not all(<genexpr>): runs once per batch)
+            if type(item) is not torch.Tensor or not item.is_cpu:
+                return False
+        return True
     return False
 
 

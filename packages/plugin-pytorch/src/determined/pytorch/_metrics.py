@@ -59,6 +59,9 @@ def batch_metrics_to_python(batches: list[dict[str, Any]]) -> list[dict[str, Any
     """Convert a workload's batch metrics at once (scalar tensors are stacked: one sync)."""
     if not batches:
         return []
+    fast = _same_scalar_tensors(batches)
+    if fast is not None:
+        return fast
     scalars: dict[str, list[torch.Tensor]] = {}
     for metrics in batches:
         for name, value in metrics.items():
@@ -80,8 +83,28 @@ def batch_metrics_to_python(batches: list[dict[str, Any]]) -> list[dict[str, Any
     return out
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _same_scalar_tensors(batches: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """The common case, converted without a per-value Python loop: every batch returned the same
+    names, each a 0-dim tensor (``None`` when that does not hold, for the general path)."""
+    names = list(batches[0])
+    keys = batches[0].keys()
+    if any(m.keys() != keys for m in batches):
+        return None
+    columns = []
+    for name in names:
+        values = [m[name] for m in batches]
+        if not all(type(v) is torch.Tensor and v.dim() == 0 for v in values):
+            return None
+        try:
+            columns.append(torch.stack(values).cpu().tolist())
+        except RuntimeError:  # mixed devices or dtypes
+            return None
+    if not columns:
+        return [{} for _ in batches]
+    return [dict(zip(names, row, strict=True)) for row in zip(*columns, strict=True)]
+
+
+_NUMBER_TYPES = (int, float)
 
 
 def average_metrics(batches: list[dict[str, Any]]) -> dict[str, Any]:
@@ -91,18 +114,16 @@ def average_metrics(batches: list[dict[str, Any]]) -> dict[str, Any]:
         names.update(dict.fromkeys(metrics))
     out: dict[str, Any] = {}
     for name in names:
-        values = [m.get(name) for m in batches]
-        values = [v for v in values if v is not None]
-        if values and all(_is_number(v) for v in values):
-            out[name] = math.fsum(values) / len(values)
-            continue
+        values = [v for m in batches if (v := m.get(name)) is not None]
         if not values:
             out[name] = None
-            continue
-        try:
-            out[name] = float(np.mean(np.asarray(values, dtype=np.float64)))
-        except (TypeError, ValueError):
-            out[name] = None
+        elif all(type(v) in _NUMBER_TYPES for v in values):  # exact types: bool is not a number
+            out[name] = math.fsum(values) / len(values)
+        else:
+            try:
+                out[name] = float(np.mean(np.asarray(values, dtype=np.float64)))
+            except (TypeError, ValueError):
+                out[name] = None
     return out
 
 
