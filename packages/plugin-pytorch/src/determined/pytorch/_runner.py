@@ -37,6 +37,40 @@ def _period(config: dict[str, Any], key: str, global_batch_size: int | None) -> 
     return TrainUnit._from_values(**{unit: int(count)}, global_batch_size=global_batch_size)
 
 
+def fit_kwargs(
+    config: dict[str, Any],
+    cluster_info: ClusterInfo,
+    global_batch_size: int | None,
+    trial_kind: str,
+) -> dict[str, Any]:
+    """The ``Trainer.fit()`` arguments upstream's harness derived from a legacy experiment config:
+    ``searcher.max_length`` (or ASHA's ``max_time``), ``min_checkpoint_period``,
+    ``min_validation_period``, ``scheduling_unit``, ``checkpoint_policy``,
+    ``perform_initial_validation`` and ``profiling.enabled``. Lengths in records count samples of
+    ``global_batch_size``; ``trial_kind`` names the trial class kind in errors."""
+    from determined import pytorch
+    from determined.pytorch._trainer import _max_length_from_searcher
+
+    searcher = dict(config.get("searcher") or {})
+    max_length = _max_length_from_searcher(searcher, global_batch_size)
+    if max_length is None:
+        raise ValueError(
+            f"searcher.max_length: a legacy {trial_kind} entrypoint needs a training length "
+            "(searcher.max_length, or max_time with time_metric for ASHA searchers)"
+        )
+    reporting = config.get("scheduling_unit") or 100
+    return {
+        "max_length": max_length,
+        "checkpoint_period": _period(config, "min_checkpoint_period", global_batch_size),
+        "validation_period": _period(config, "min_validation_period", global_batch_size),
+        "reporting_period": pytorch.Batch(int(reporting)),
+        "checkpoint_policy": str(config.get("checkpoint_policy") or "best"),
+        "latest_checkpoint": cluster_info.latest_checkpoint,
+        "step_zero_validation": bool(config.get("perform_initial_validation", False)),
+        "profiling_enabled": bool((config.get("profiling") or {}).get("enabled", False)),
+    }
+
+
 class PyTorchTrialRunner:
     """Runs a PyTorchTrial class the way upstream's harness did: the experiment config's legacy
     fields become ``init()``/``fit()`` arguments."""
@@ -45,7 +79,6 @@ class PyTorchTrialRunner:
 
     def run(self, trial_class: type, cluster_info: ClusterInfo | None) -> None:
         from determined import pytorch
-        from determined.pytorch._trainer import _max_length_from_searcher
 
         if cluster_info is None or cluster_info.task_type != "TRIAL":
             raise ValueError(
@@ -58,14 +91,7 @@ class PyTorchTrialRunner:
         global_batch_size = hparams.get("global_batch_size")
         if not isinstance(global_batch_size, int) or isinstance(global_batch_size, bool):
             global_batch_size = None
-        searcher = dict(config.get("searcher") or {})
-        max_length = _max_length_from_searcher(searcher, global_batch_size)
-        if max_length is None:
-            raise ValueError(
-                "searcher.max_length: a legacy PyTorchTrial entrypoint needs a training length "
-                "(searcher.max_length, or max_time with time_metric for ASHA searchers)"
-            )
-        reporting = config.get("scheduling_unit") or 100
+        fit = fit_kwargs(config, cluster_info, global_batch_size, "PyTorchTrial")
         with pytorch.init(
             hparams=hparams,
             exp_conf=config,
@@ -81,16 +107,7 @@ class PyTorchTrialRunner:
             )
             context._set_is_pre_trainer()
             trial = trial_class(context)
-            pytorch.Trainer(trial, context).fit(
-                max_length=max_length,
-                checkpoint_period=_period(config, "min_checkpoint_period", global_batch_size),
-                validation_period=_period(config, "min_validation_period", global_batch_size),
-                reporting_period=pytorch.Batch(int(reporting)),
-                checkpoint_policy=str(config.get("checkpoint_policy") or "best"),
-                latest_checkpoint=cluster_info.latest_checkpoint,
-                step_zero_validation=bool(config.get("perform_initial_validation", False)),
-                profiling_enabled=bool((config.get("profiling") or {}).get("enabled", False)),
-            )
+            pytorch.Trainer(trial, context).fit(**fit)
 
 
 @hookimpl

@@ -28,10 +28,8 @@ class DeepSpeedTrialRunner:
     launcher: str | None = "determined.launch.deepspeed"
 
     def run(self, trial_class: type, cluster_info: ClusterInfo | None) -> None:
-        from determined import pytorch
         from determined.pytorch import deepspeed as det_ds
-        from determined.pytorch._runner import _period
-        from determined.pytorch._trainer import _max_length_from_searcher
+        from determined.pytorch._runner import fit_kwargs
 
         if cluster_info is None or cluster_info.task_type != "TRIAL":
             raise ValueError(
@@ -40,30 +38,13 @@ class DeepSpeedTrialRunner:
             )
         config: dict[str, Any] = dict(cluster_info.trial._config or {})
         hparams = dict(cluster_info.trial.hparams or {})
-        searcher = dict(config.get("searcher") or {})
-        reporting = config.get("scheduling_unit") or 100
         with det_ds.init(hparams=hparams, exp_conf=config) as context:
             if context.distributed.rank != 0:
                 logging.getLogger().setLevel(logging.WARNING)
             trial = trial_class(context)
             # Lengths in records count samples of the engine's train_batch_size.
-            batch_size = context._global_batch_size
-            max_length = _max_length_from_searcher(searcher, batch_size)
-            if max_length is None:
-                raise ValueError(
-                    "searcher.max_length: a legacy DeepSpeedTrial entrypoint needs a training "
-                    "length (searcher.max_length, or max_time with time_metric for ASHA searchers)"
-                )
-            det_ds.Trainer(trial, context).fit(
-                max_length=max_length,
-                checkpoint_period=_period(config, "min_checkpoint_period", batch_size),
-                validation_period=_period(config, "min_validation_period", batch_size),
-                reporting_period=pytorch.Batch(int(reporting)),
-                checkpoint_policy=str(config.get("checkpoint_policy") or "best"),
-                latest_checkpoint=cluster_info.latest_checkpoint,
-                step_zero_validation=bool(config.get("perform_initial_validation", False)),
-                profiling_enabled=bool((config.get("profiling") or {}).get("enabled", False)),
-            )
+            fit = fit_kwargs(config, cluster_info, context._global_batch_size, "DeepSpeedTrial")
+            det_ds.Trainer(trial, context).fit(**fit)
 
 
 @hookimpl
