@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import os
 import pathlib
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 from e2e.harness import MasterAPI
+from master_process import MasterProcess
 
 from determined.master import Master
 
@@ -97,50 +94,12 @@ CONFIG: dict[str, Any] = {
 }
 
 
-class MasterProcess:
-    """``python -m determined.master up`` on a free port; its output goes to a file."""
-
-    def __init__(self, data_dir: pathlib.Path) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = data_dir / f"master-{time.monotonic_ns()}.out"
-        self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop)
-        argv = [sys.executable, "-m", "determined.master", "up", "--port", "0"]
-        argv += ["--data-dir", str(data_dir), "--slots", "4"]
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT)
-        self.url = ""
-        deadline = time.monotonic() + 90
-        while not self.url:
-            text = self.log_path.read_text()
-            for line in text.splitlines():
-                if "det-master serving on" in line:
-                    self.url = line.strip().rsplit(" ", 1)[1]
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(f"det-master did not start:\n{text}")
-            time.sleep(0.05)
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-        self._log.close()
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._log.close()
-
-
 @pytest.fixture
 def master_processes(tmp_path: pathlib.Path) -> Iterator[Callable[[], MasterProcess]]:
     started: list[MasterProcess] = []
 
     def start() -> MasterProcess:
-        started.append(MasterProcess(tmp_path / "crash-data"))
+        started.append(MasterProcess(tmp_path / "crash-data", slots=4))
         return started[-1]
 
     yield start

@@ -4,67 +4,13 @@ from __future__ import annotations
 
 import os
 import pathlib
-import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-
-class MasterProcess:
-    """``det-master up`` as a subprocess."""
-
-    def __init__(self, data_dir: pathlib.Path, db: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "determined.master",
-                "up",
-                "--port",
-                "0",
-                "--data-dir",
-                str(data_dir),
-                "--db",
-                db,
-                "--slots",
-                "2",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.url = ""
-        deadline = time.monotonic() + 60
-        output = []
-        assert self.proc.stdout is not None
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if not line:
-                raise AssertionError("det-master exited:\n" + "".join(output))
-            output.append(line)
-            if "det-master serving on" in line:
-                self.url = line.strip().rsplit(" ", 1)[1]
-                break
-        assert self.url, "".join(output)
-
-    def kill(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
+from master_process import MasterProcess
 
 
 @pytest.fixture
@@ -72,7 +18,7 @@ def master_process(tmp_path: pathlib.Path, db_url: str) -> Iterator[Any]:
     started: list[MasterProcess] = []
 
     def start() -> MasterProcess:
-        proc = MasterProcess(tmp_path / "data", db_url)
+        proc = MasterProcess(tmp_path / "data", db=db_url)
         started.append(proc)
         return proc
 

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 import os
 import pathlib
-import signal
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from master_process import MasterProcess
 
 PLUGIN = '''
 """det searcher plugin: try the listed points one after the other until one is good enough."""
@@ -90,39 +87,6 @@ def install_plugin(site: pathlib.Path) -> None:
     (info / "RECORD").write_text("")
 
 
-class MasterProcess:
-    """``python -m determined.master up`` with extra environment; output goes to a file."""
-
-    def __init__(self, data_dir: pathlib.Path, env: dict[str, str]) -> None:
-        data_dir.mkdir(parents=True, exist_ok=True)
-        self.log_path = data_dir / "master.out"
-        self._log = open(self.log_path, "w")  # noqa: SIM115 (closed in stop)
-        argv = [sys.executable, "-m", "determined.master", "up", "--port", "0"]
-        argv += ["--data-dir", str(data_dir), "--slots", "2"]
-        self.proc = subprocess.Popen(argv, stdout=self._log, stderr=subprocess.STDOUT, env=env)
-        self.url = ""
-        deadline = time.monotonic() + 90
-        while not self.url:
-            text = self.log_path.read_text()
-            for line in text.splitlines():
-                if "det-master serving on" in line:
-                    self.url = line.strip().rsplit(" ", 1)[1]
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.stop()
-                raise AssertionError(f"det-master did not start:\n{text}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-        self._log.close()
-
-
 @pytest.fixture
 def plugin_master(tmp_path: pathlib.Path) -> Iterator[MasterProcess]:
     site = tmp_path / "site"
@@ -130,7 +94,7 @@ def plugin_master(tmp_path: pathlib.Path) -> Iterator[MasterProcess]:
     env = dict(os.environ)
     env.pop("DET_DISABLE_PLUGIN_AUTOLOAD", None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
-    master = MasterProcess(tmp_path / "data", env)
+    master = MasterProcess(tmp_path / "data", env=env)
     try:
         yield master
     finally:
