@@ -139,3 +139,35 @@ def test_stale_trial_run_id_rejected(client: Any, config_of: Any, waiter: Any) -
     )
     assert r.status_code == 400
     assert "7 (reported) != 1 (expected)" in r.json()["error"]["error"]
+
+
+def test_trials_sorted_by_the_master_before_paging(client: Any, config_of: Any) -> None:
+    """sortBy/orderBy as upstream: the validation sorts use the signed searcher metric (best first
+    in ascending order, here where larger is better), then the page is cut; bad values are a 400."""
+    config = config_of(
+        searcher={
+            "name": "grid",
+            "metric": "loss",
+            "smaller_is_better": False,
+            "max_concurrent_trials": 3,
+        },
+        hyperparameters={"steps": 1, "base": {"type": "categorical", "vals": [2.0, 3.0, 1.0]}},
+    )
+    exp_id = client.create(config)
+    client.wait_state(exp_id, "STATE_COMPLETED")
+    by_base = {t["hparams"]["base"]: t["id"] for t in client.trials(exp_id)}
+    path = f"/api/v1/experiments/{exp_id}/trials"
+
+    def ids(**params: Any) -> list[int]:
+        return [t["id"] for t in client.get(path, params=params)["trials"]]
+
+    best_first = [by_base[3.0], by_base[2.0], by_base[1.0]]
+    assert ids(sortBy="SORT_BY_BEST_VALIDATION_METRIC") == best_first
+    assert ids(sortBy="SORT_BY_LATEST_VALIDATION_METRIC") == best_first
+    assert ids(sortBy="SORT_BY_BEST_VALIDATION_METRIC", orderBy="ORDER_BY_DESC") == best_first[::-1]
+    assert ids(sortBy="SORT_BY_BEST_VALIDATION_METRIC", limit=1, offset=1) == best_first[1:2]
+    assert ids(orderBy="ORDER_BY_DESC") == sorted(by_base.values(), reverse=True)
+    for bad in ({"sortBy": "SORT_BY_NAME"}, {"orderBy": "SIDEWAYS"}):
+        response = client.request("GET", path, params=bad)
+        assert response.status_code == 400
+        assert next(iter(bad)) in response.json()["error"]["error"]

@@ -16,7 +16,6 @@ from determined.experimental._trial import (
     TrialSortBy,
     _top,
     list_checkpoints,
-    sort_trials,
 )
 from determined.experimental._util import OrderBy, Poller, deprecated, member, read_paginated
 
@@ -272,18 +271,19 @@ class Experiment:
             raise ValueError(f"order_by: must be an OrderBy, got {order_by!r}")
 
         def fetch(offset: int) -> dict[str, Any]:
-            params = {"offset": offset, "limit": limit, "sortBy": sort_by.value}
+            params = {
+                "offset": offset,
+                "limit": limit,
+                "sortBy": sort_by.value,
+                "orderBy": order_by.value,
+            }
             return self._session.request(  # type: ignore[no-any-return]
                 "GET", self._path("/trials"), params=params
             )
 
-        trials = [Trial._from_json(t, self._session) for t in read_paginated(fetch, "trials")]
-        metric = None
-        if sort_by == TrialSortBy.LATEST_VALIDATION_METRIC:
-            if self.config is None:
-                self.reload()
-            metric = ((self.config or {}).get("searcher") or {}).get("metric")
-        yield from sort_trials(trials, sort_by, order_by, metric)
+        # the master sorts before it pages
+        for raw in read_paginated(fetch, "trials"):
+            yield Trial._from_json(raw, self._session)
 
     def list_trials(
         self, sort_by: TrialSortBy = TrialSortBy.ID, order_by: OrderBy = OrderBy.ASCENDING

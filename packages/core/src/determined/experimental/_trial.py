@@ -356,35 +356,3 @@ def _top(
     if not found:
         raise ValueError("no checkpoints found for the criteria")
     return found[0]
-
-
-def sort_trials(
-    trials: list[Trial], sort_by: TrialSortBy, order_by: OrderBy, metric: str | None
-) -> list[Trial]:
-    """Sort trials by a :class:`TrialSortBy` (``metric``: the searcher metric, for the
-    validation sorts); trials missing the value come last in either order."""
-    fields = {
-        TrialSortBy.START_TIME: "startTime",
-        TrialSortBy.END_TIME: "endTime",
-        TrialSortBy.STATE: "state",
-        TrialSortBy.BATCHES_PROCESSED: "totalBatchesProcessed",
-        TrialSortBy.RESTARTS: "restarts",
-        TrialSortBy.DURATION: "wallClockTime",
-        TrialSortBy.LOG_RETENTION_DAYS: "logRetentionDays",
-        TrialSortBy.BEST_VALIDATION_METRIC: "searcherMetricValue",
-    }
-
-    def value(trial: Trial) -> Any:
-        if sort_by == TrialSortBy.ID:
-            return trial.id
-        if sort_by == TrialSortBy.CHECKPOINT_SIZE:
-            return int(trial._raw.get("totalCheckpointSize") or 0)
-        if sort_by == TrialSortBy.LATEST_VALIDATION_METRIC:
-            latest = trial._raw.get("latestValidation") or {}
-            return ((latest.get("metrics") or {}).get("avgMetrics") or {}).get(metric or "")
-        return trial._raw.get(fields[sort_by])
-
-    present = [t for t in trials if value(t) is not None]
-    missing = [t for t in trials if value(t) is None]
-    present.sort(key=value, reverse=order_by == OrderBy.DESC)
-    return present + missing

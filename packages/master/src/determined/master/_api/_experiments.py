@@ -10,6 +10,7 @@ from fastapi import APIRouter, Depends, Request
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from determined.client._trial_sort import check_trial_sort, sort_trial_json
 from determined.master._api import _serialize
 from determined.master._api._deps import (
     Principal,
@@ -437,25 +438,41 @@ def _refuse_if_registered(session: Session, experiment_id: int) -> None:
 def experiment_trials(
     request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
-    """The trials of an experiment."""
+    """The trials of an experiment, sorted (``sortBy``, ``orderBy``) before they are paged."""
     q = request.query_params
     offset = int_param(q.get("offset"), "offset", 0) or 0
     limit = int_param(q.get("limit"), "limit", 0) or 0
+    try:
+        sort = check_trial_sort(q.get("sortBy"))
+    except ValueError as exc:
+        raise APIError(400, str(exc)) from None
+    order = q.get("orderBy") or "ORDER_BY_UNSPECIFIED"
+    if order not in ("ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC"):
+        raise APIError(400, f"orderBy: unsupported value {order!r}")
+    desc = order == "ORDER_BY_DESC"
     with master_of(request).db.read() as session:
-        _get_exp(session, experiment_id)
+        exp = _get_exp(session, experiment_id)
         stmt = select(Run).where(Run.experiment_id == experiment_id)
         states = [unstate(s) for s in q.getlist("states") if s]
         if states:
             stmt = stmt.where(Run.state.in_(states))
-        desc = q.get("orderBy") == "ORDER_BY_DESC"
         stmt = stmt.order_by(Run.id.desc() if desc else Run.id.asc())
         rows = list(session.scalars(stmt))
         total = len(rows)
-        page = rows[offset : offset + limit] if limit else rows[offset:]
-        return {
-            "trials": [_serialize.trial(session, r) for r in page],
-            "pagination": pagination(offset, limit, len(page), total),
-        }
+        if sort in ("SORT_BY_UNSPECIFIED", "SORT_BY_ID"):  # serialize only the page
+            page = rows[offset : offset + limit] if limit else rows[offset:]
+            trials = [_serialize.trial(session, r) for r in page]
+        else:
+            searcher = (exp.config or {}).get("searcher") or {}
+            ordered = sort_trial_json(
+                [_serialize.trial(session, r) for r in rows],
+                sort,
+                descending=desc,
+                searcher_metric=searcher.get("metric"),
+                smaller_is_better=bool(searcher.get("smaller_is_better", True)),
+            )
+            trials = ordered[offset : offset + limit] if limit else ordered[offset:]
+        return {"trials": trials, "pagination": pagination(offset, limit, len(trials), total)}
 
 
 @router.get("/api/v1/experiments/{experiment_id}/validation-history")
