@@ -162,6 +162,9 @@ def test_trials_sorted_by_the_master_before_paging(client: Any, config_of: Any) 
         return [t["id"] for t in client.get(path, params=params)["trials"]]
 
     best_first = [by_base[3.0], by_base[2.0], by_base[1.0]]
+    experiment = client.get(f"/api/v1/experiments/{exp_id}")["experiment"]
+    assert experiment["bestTrialId"] == by_base[3.0]
+    assert experiment["bestTrialSearcherMetric"] == 3.0
     assert ids(sortBy="SORT_BY_BEST_VALIDATION_METRIC") == best_first
     assert ids(sortBy="SORT_BY_LATEST_VALIDATION_METRIC") == best_first
     assert ids(sortBy="SORT_BY_BEST_VALIDATION_METRIC", orderBy="ORDER_BY_DESC") == best_first[::-1]

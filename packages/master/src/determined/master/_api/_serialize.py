@@ -157,6 +157,7 @@ def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict
         session.scalars(select(Run.id).where(Run.experiment_id == row.id).order_by(Run.id))
     )
     searcher_cfg = row.config.get("searcher") or {}
+    best_id, best_metric = _best_trial(session, row.id, searcher_cfg)
     out = {
         "id": row.id,
         "name": row.config.get("name") or "",
@@ -174,6 +175,8 @@ def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict
         "resourcePool": (row.config.get("resources") or {}).get("resource_pool") or "default",
         "searcherType": searcher_cfg.get("name") or "",
         "searcherMetric": searcher_cfg.get("metric") or "",
+        "bestTrialId": best_id,
+        "bestTrialSearcherMetric": best_metric,
         "notes": row.notes or "",
         "jobId": row.job_id,
         "forkedFrom": row.parent_id,
@@ -191,6 +194,23 @@ def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict
     out["config"] = row.config
     out["originalConfig"] = row.original_config if full else ""
     return out
+
+
+def _best_trial(
+    session: Session, experiment_id: int, searcher_cfg: dict[str, Any]
+) -> tuple[int | None, float | None]:
+    """The trial with the best searcher metric so far and that value (``None``s before any)."""
+    value = Run.searcher_metric_value
+    smaller = bool(searcher_cfg.get("smaller_is_better", True))
+    best = session.execute(
+        select(Run.id, value)
+        .where(Run.experiment_id == experiment_id, value.is_not(None))
+        .order_by(value.asc() if smaller else value.desc(), Run.id)
+        .limit(1)
+    ).first()
+    if best is None:
+        return None, None
+    return int(best[0]), clean_float(best[1])
 
 
 def job_summary(row: Experiment) -> dict[str, Any]:
