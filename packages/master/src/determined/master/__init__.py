@@ -10,14 +10,30 @@ embedders use :class:`Master` directly::
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata as _metadata
+from typing import TYPE_CHECKING, Any
 
 try:
     __version__ = _metadata.version("det-master")
 except _metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0"
 
-from determined.master._config import MasterConfig
-from determined.master._master import Master
+if TYPE_CHECKING:
+    from determined.master._config import MasterConfig
+    from determined.master._master import Master
 
 __all__ = ["Master", "MasterConfig", "__version__"]
+
+_LAZY = {"Master": "determined.master._master", "MasterConfig": "determined.master._config"}
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: every process that builds det's plugin manager imports this package (for the master's
+    # hook specifications and plugins), and a trial must not pay for the web server and database.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
