@@ -86,6 +86,29 @@ def test_pause_then_activate_resumes_from_the_checkpoint(api: MasterAPI) -> None
     assert trial["totalBatchesProcessed"] == 24
 
 
+def test_two_process_ddp_through_the_launcher(api: MasterAPI) -> None:
+    """``fit()`` under det's torchrun launcher: DDP over gloo with devices/num_nodes from det, the
+    sampler sharded (64 samples, batch 8, 2 ranks: 4 steps an epoch), one checkpoint per save."""
+    config = {
+        "name": "lightning-ddp",
+        "entrypoint": "python3 -m determined.launch.torch_distributed python3 tiny.py",
+        "hyperparameters": {"lr": 0.05, "hidden": 8},
+        "searcher": {"name": "single", "metric": "val_loss"},
+        "resources": {"slots_per_trial": 2},
+        "max_restarts": 0,
+    }
+    exp = api.create_experiment(config, TRIALS)
+    (trial,) = completed(api, exp)
+    logs = api.logs(trial["id"])
+    assert any("distributed_backend=gloo" in line for line in logs), logs[-20:]
+    assert api.steps(api.metrics(trial["id"], "validation")) == [4, 8, 12]
+    assert api.steps(api.metrics(trial["id"], "training"))[-1] == 12
+    checkpoints = api.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    final = max(checkpoints, key=lambda c: c["metadata"]["steps_completed"])
+    assert final["metadata"]["steps_completed"] == 12
+    assert "model.ckpt" in final["resources"]
+
+
 def test_adaptive_example_stops_trials_early(api: MasterAPI) -> None:
     config = yaml.safe_load((EXAMPLE / "adaptive.yaml").read_text())
     # 4 trials give ASHA two rungs, at 50 and 200 batches; with this seed the third trial's

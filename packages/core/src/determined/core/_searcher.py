@@ -26,6 +26,13 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("determined.core")
 
+_SHARED_ERRORS: dict[str, type[Exception]] = {
+    "ValueError": ValueError,
+    "TypeError": TypeError,
+    "RuntimeError": RuntimeError,
+}
+"""Errors of the chief's searcher loop that workers re-raise as the same type (others: RuntimeError)."""
+
 
 class SearcherMode(enum.Enum):
     """Which ranks iterate over ``operations()``."""
@@ -146,7 +153,7 @@ class SearcherContext:
                 length = self._next_length(handed_out)
             except Exception as exc:
                 if share:
-                    self._dist.broadcast(("error", f"{type(exc).__name__}: {exc}"))
+                    self._dist.broadcast(("error", (type(exc).__name__, str(exc))))
                 raise
             if share:
                 self._dist.broadcast(("op", length))
@@ -164,7 +171,10 @@ class SearcherContext:
         while True:
             kind, value = self._dist.broadcast(None)
             if kind == "error":
-                raise RuntimeError(f"searcher.operations() failed on the chief: {value}")
+                # the same kind of error as the chief's, so every rank can handle it alike
+                name, message = value
+                error = _SHARED_ERRORS.get(name, RuntimeError)
+                raise error(f"searcher.operations() failed on the chief: {name}: {message}")
             if value is None:
                 return
             yield SearcherOperation(self, int(value), False)

@@ -67,6 +67,9 @@ def fit(
             sets a training length (ASHA's ``time_metric``/``max_time``, or the legacy
             ``max_length``, in batches or epochs) sets ``max_steps``/``max_epochs``: it decides
             how far each trial trains. The progress bar is off on-cluster unless asked for.
+            Under ``python -m determined.launch.torch_distributed`` (several processes),
+            ``strategy`` defaults to ``"ddp"`` and ``devices``/``num_nodes`` to the launcher's
+            processes per node and nodes.
         hparams: default hyperparameters (all of them off-cluster; on-cluster the trial's win).
         seed: seed for ``pl.seed_everything`` (default: the trial seed on-cluster, none off-cluster).
         checkpoint_policy: see :class:`DetCallback`.
@@ -100,6 +103,11 @@ def fit(
             checkpoint_policy=checkpoint_policy,
             latest_checkpoint=latest_checkpoint,
         )
+        dist = core_context.distributed
+        if dist.size > 1:  # launched by det's torch_distributed launcher (torchrun)
+            kwargs.setdefault("strategy", "ddp")
+            kwargs.setdefault("devices", dist.local_size)
+            kwargs.setdefault("num_nodes", dist.cross_size)
         kwargs["logger"] = [*kwargs.get("logger", []), DetLogger(core_context)]
         kwargs["callbacks"] = [*kwargs.get("callbacks", []), det_callback]
         trainer = pl.Trainer(**kwargs)
