@@ -6,8 +6,9 @@ plugin should pass. It imports pytest, so it loads only on first access.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from determined._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from determined.testing.storage_suite import StorageSuite
@@ -15,7 +16,4 @@ if TYPE_CHECKING:
 __all__ = ["StorageSuite"]
 
 
-def __getattr__(name: str) -> object:
-    if name == "StorageSuite":
-        return importlib.import_module("determined.testing.storage_suite").StorageSuite
-    raise AttributeError(f"module 'determined.testing' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, {"StorageSuite": "determined.testing.storage_suite"})

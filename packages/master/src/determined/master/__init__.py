@@ -10,9 +10,10 @@ embedders use :class:`Master` directly::
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata as _metadata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from determined._lazy import lazy_exports
 
 try:
     __version__ = _metadata.version("det-master")
@@ -25,15 +26,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Master", "MasterConfig", "__version__"]
 
-_LAZY = {"Master": "determined.master._master", "MasterConfig": "determined.master._config"}
-
-
-def __getattr__(name: str) -> Any:
-    # Lazy: every process that builds det's plugin manager imports this package (for the master's
-    # hook specifications and plugins), and a trial must not pay for the web server and database.
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+# Lazy: every process that builds det's plugin manager imports this package (for the master's
+# hook specifications and plugins), and a trial must not pay for the web server and database.
+__getattr__ = lazy_exports(
+    __name__,
+    {"Master": "determined.master._master", "MasterConfig": "determined.master._config"},
+)[0]

@@ -14,9 +14,10 @@ first use, so the plugin's entry point (``determined.estimator._plugin``) import
 
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 from typing import TYPE_CHECKING
+
+from determined._lazy import lazy_exports
 
 MAX_TENSORFLOW = (2, 16)
 """The first TensorFlow version without ``tf.estimator``."""
@@ -77,14 +78,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'determined.estimator' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -11,8 +11,9 @@ Names load on first use, so the plugin's entry point (``determined.keras._plugin
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
+
+from determined._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from determined.keras._callback import DeterminedCallback as DeterminedCallback
@@ -34,14 +35,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> object:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'determined.keras' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -7,8 +7,9 @@ neither torch nor DeepSpeed.
 
 from __future__ import annotations
 
-import importlib as _importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from determined._lazy import lazy_exports
 
 _EXPORTS = {
     "ModelParallelUnit": "_mpu",
@@ -50,14 +51,6 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    source = _EXPORTS.get(name)
-    if source is None:
-        raise AttributeError(f"module 'determined.pytorch.deepspeed' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(f"{__name__}.{source}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_exports(
+    __name__, {name: f"{__name__}.{source}" for name, source in _EXPORTS.items()}
+)
