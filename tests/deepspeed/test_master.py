@@ -93,14 +93,9 @@ def _pause_at_the_wait(api: MasterAPI, experiment: int) -> dict[int, dict[str, A
             return states[trial_id] == "STATE_PAUSED"
 
         api.wait_for(paused, 120, f"trial {trial['id']} paused")
-
-        def steps(trial_id: int = trial["id"]) -> list[int]:
-            return [c["metadata"]["steps_completed"] for c in _checkpoints(api, trial_id)]
-
-        # The trial is PAUSED as soon as the pause is asked for; its process checkpoints after
-        # that (past batch 4, where it holds), so wait for that checkpoint rather than read early.
-        api.wait_for(lambda s=steps: max(s(), default=0) > 4, 120, "the pause checkpoint")
-        assert max(steps()) < 12, steps()  # stopped mid-run
+        api.wait_exited(trial["id"])  # the pause checkpoint comes from the process after that
+        steps = [c["metadata"]["steps_completed"] for c in _checkpoints(api, trial["id"])]
+        assert 4 < max(steps) < 12, steps  # stopped mid-run, past the hold at batch 6
     api.post(f"/api/v1/experiments/{experiment}/activate")
     state = api.wait_experiment(experiment, timeout=280)
     assert state == "STATE_COMPLETED", api.debug(experiment)

@@ -77,11 +77,8 @@ def test_const_completes_and_a_paused_copy_resumes_exactly(api: MasterAPI) -> No
     api.wait_for(lambda: api.metrics(trial_id, "validation"), timeout=180, what="a validation")
     api.post(f"/api/v1/experiments/{paused}/pause")
     api.wait_experiment(paused, {"STATE_PAUSED"}, timeout=120)
-    checkpoints = api.wait_for(
-        lambda: api.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"],
-        timeout=60,
-        what="the checkpoint of the pause",
-    )
+    api.wait_exited(trial_id)  # then the checkpoint of the pause is stored
+    checkpoints = api.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"]
     paused_at = max(c["metadata"]["steps_completed"] for c in checkpoints)
     assert 1500 <= paused_at < length, "the trial finished before the pause reached it"
     api.post(f"/api/v1/experiments/{paused}/activate")

@@ -67,11 +67,7 @@ def test_pause_then_activate_resumes_from_the_checkpoint(api: MasterAPI) -> None
     api.post(f"/api/v1/experiments/{exp}/pause")
     api.wait_experiment(exp, {"STATE_PAUSED"})
     # the training loader is a plain DataLoader: the trial finishes its epoch, checkpoints, exits
-    api.wait_for(
-        lambda: any("exited with code 0" in line for line in api.logs(trial_id)),
-        timeout=120,
-        what="the paused trial to exit",
-    )
+    api.wait_exited(trial_id)
     (paused,) = api.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"]
     assert paused["metadata"]["steps_completed"] == 8
     assert any("preempted: stopping after epoch 0" in line for line in api.logs(trial_id))
