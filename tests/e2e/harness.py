@@ -91,15 +91,14 @@ class MasterAPI:
     def logs(self, trial_id: int) -> list[str]:
         return [str(e.get("log") or e.get("message") or "") for e in self.log_entries(trial_id)]
 
-    def wait_exited(self, trial_id: int, timeout: float = 120, code: int = 0) -> None:
-        """Wait until the master logged that the trial's process exited with ``code``. A pause
+    def wait_exited(self, trial_id: int, timeout: float = 120) -> None:
+        """Wait until the master logged that the trial's process exited with code 0. A pause
         marks the trial PAUSED at once; its process checkpoints and exits after that, so read a
         paused trial's checkpoints only once this returns."""
-        line = f"exited with code {code}"
         self.wait_for(
-            lambda: any(line in text for text in self.logs(trial_id)),
+            lambda: any("exited with code 0" in text for text in self.logs(trial_id)),
             timeout,
-            f"trial {trial_id} to exit with code {code}",
+            f"trial {trial_id} to exit with code 0",
         )
 
     def metrics(self, trial_id: int, group: str) -> list[dict[str, Any]]:
