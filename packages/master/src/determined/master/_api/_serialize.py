@@ -8,7 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from determined.master._wire import clean_float, state, ts
-from determined.master.db import Checkpoint, Experiment, Metric, Run, User
+from determined.master.db import Checkpoint, Experiment, Metric, Run, User, validation_at_step
 
 
 def user(row: User) -> dict[str, Any]:
@@ -59,17 +59,7 @@ def checkpoint(session: Session, row: Checkpoint, *, with_training: bool = True)
             training["hparams"] = run.hparams
             training["experimentConfig"] = exp.config if exp else None
             metric_name = ((exp.config if exp else {}).get("searcher") or {}).get("metric")
-            val = session.scalar(
-                select(Metric)
-                .where(
-                    Metric.trial_id == run.id,
-                    Metric.group == "validation",
-                    Metric.total_batches == row.steps_completed,
-                    Metric.archived.is_(False),
-                )
-                .order_by(Metric.id.desc())
-                .limit(1)
-            )
+            val = validation_at_step(session, run.id, row.steps_completed)
             # Upstream's client requires ``avgMetrics`` in every metrics object it is sent.
             training["validationMetrics"] = {
                 "avgMetrics": clean_float(val.metrics.get("avg_metrics") or {}) if val else {}

@@ -9,7 +9,14 @@ from typing import Any
 from sqlalchemy import select
 
 from determined.master import _wire
-from determined.master.db import Checkpoint, Database, Experiment, Metric, ModelVersion, Run
+from determined.master.db import (
+    Checkpoint,
+    Database,
+    Experiment,
+    ModelVersion,
+    Run,
+    validation_at_step,
+)
 
 logger = logging.getLogger("determined.master")
 
@@ -17,17 +24,7 @@ logger = logging.getLogger("determined.master")
 def _metric_of(session: Any, ckpt: Checkpoint, metric: str | None) -> float | None:
     if not metric or ckpt.trial_id is None:
         return None
-    row = session.scalar(
-        select(Metric)
-        .where(
-            Metric.trial_id == ckpt.trial_id,
-            Metric.group == "validation",
-            Metric.total_batches == ckpt.steps_completed,
-            Metric.archived.is_(False),
-        )
-        .order_by(Metric.id.desc())
-        .limit(1)
-    )
+    row = validation_at_step(session, ckpt.trial_id, ckpt.steps_completed)
     if row is None:
         return None
     value = _wire.to_float((row.metrics.get("avg_metrics") or {}).get(metric))

@@ -21,6 +21,11 @@ from determined.master.db._models import (
     UserSession,
     utcnow,
 )
+from determined.master.db._queries import (
+    checkpoint_validation_metrics,
+    latest_completed_checkpoint,
+    validation_at_step,
+)
 
 __all__ = [
     "Allocation",
@@ -39,5 +44,8 @@ __all__ = [
     "TaskLog",
     "User",
     "UserSession",
+    "checkpoint_validation_metrics",
+    "latest_completed_checkpoint",
     "utcnow",
+    "validation_at_step",
 ]

@@ -17,7 +17,8 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from determined.master._api._deps import Principal, authenticate, master_of
 from determined.master._wire import APIError
-from determined.master.ui import _api, _queries, _session
+from determined.master.db import checkpoint_validation_metrics
+from determined.master.ui import _api, _queries, _registry_queries, _session
 from determined.master.ui._mask import mask
 from determined.master.ui._render import render, render_fragment
 
@@ -298,7 +299,7 @@ def models(request: Request) -> Response:
     def build(p: Principal) -> Response:
         archived = request.query_params.get("archived") in ("1", "true", "on")
         with master_of(request).db.read() as session:
-            rows = _queries.list_models(session, include_archived=archived)
+            rows = _registry_queries.list_models(session, include_archived=archived)
         return render("models.html", user=p.user, models=rows, archived=archived)
 
     return _page(request, build)
@@ -308,8 +309,8 @@ def models(request: Request) -> Response:
 def model(request: Request, name: str) -> Response:
     def build(p: Principal) -> Response:
         with master_of(request).db.read() as session:
-            found = _queries.get_model(session, name)
-            versions = _queries.model_versions(session, found)
+            found = _registry_queries.get_model(session, name)
+            versions = _registry_queries.model_versions(session, found)
         return render("model.html", user=p.user, model=found, versions=versions)
 
     return _page(request, build)
@@ -320,10 +321,10 @@ def model_version(request: Request, name: str, number: str) -> Response:
     def build(p: Principal) -> Response:
         version_number = _int_id(number, "model version")
         with master_of(request).db.read() as session:
-            found = _queries.get_model(session, name)
-            version = _queries.get_model_version(session, found, version_number)
+            found = _registry_queries.get_model(session, name)
+            version = _registry_queries.get_model_version(session, found, version_number)
             ckpt = _queries.checkpoint_by_uuid(session, version.checkpoint_uuid)
-            metrics = _queries.checkpoint_metrics(session, ckpt) if ckpt else {}
+            metrics = checkpoint_validation_metrics(session, ckpt) if ckpt else {}
             run = exp = None
             summary: dict[str, Any] = {}
             if ckpt is not None and ckpt.trial_id is not None:

@@ -1,0 +1,49 @@
+"""Queries that more than one part of the master asks (API serializers, checkpoint GC, web UI, core).
+
+One definition each, so the answer cannot differ between the REST API, the UI and garbage collection.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from determined.master.db._models import Checkpoint, Metric
+
+
+def validation_at_step(
+    session: Session, trial_id: int | None, steps_completed: int
+) -> Metric | None:
+    """The trial's newest live (not archived) validation report at ``steps_completed``: the
+    validation that goes with a checkpoint taken at that step. ``None`` when there is none."""
+    if trial_id is None:
+        return None
+    return session.scalar(
+        select(Metric)
+        .where(
+            Metric.trial_id == trial_id,
+            Metric.group == "validation",
+            Metric.total_batches == steps_completed,
+            Metric.archived.is_(False),
+        )
+        .order_by(Metric.id.desc())
+        .limit(1)
+    )
+
+
+def checkpoint_validation_metrics(session: Session, ckpt: Checkpoint) -> dict[str, Any]:
+    """The ``avg_metrics`` of the validation reported at ``ckpt``'s step (empty when none)."""
+    row = validation_at_step(session, ckpt.trial_id, ckpt.steps_completed)
+    return dict((row.metrics or {}).get("avg_metrics") or {}) if row is not None else {}
+
+
+def latest_completed_checkpoint(session: Session, trial_id: int) -> Checkpoint | None:
+    """The trial's most recently reported COMPLETED checkpoint (what a restart resumes from)."""
+    return session.scalar(
+        select(Checkpoint)
+        .where(Checkpoint.trial_id == trial_id, Checkpoint.state == "COMPLETED")
+        .order_by(Checkpoint.report_time.desc(), Checkpoint.id.desc())
+        .limit(1)
+    )
