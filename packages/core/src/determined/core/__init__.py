@@ -1,8 +1,10 @@
 """The Core API: ``det.core.init()`` and the contexts it returns, plus the plugin markers.
 
-Plugins implement the specs of :mod:`determined.core.hookspecs` with :data:`hookimpl`.
+Plugins implement the specs of :mod:`determined.core.hookspecs` with :data:`hookimpl`;
+:mod:`determined.core.plugins` holds everything else a plugin or another det distribution uses.
 """
 
+from determined.core import plugins
 from determined.core._checkpoint import (
     CheckpointContext,
     DownloadMode,
@@ -65,4 +67,5 @@ __all__ = [
     "init",
     "merge_metadata",
     "merge_resources",
+    "plugins",
 ]

@@ -1,7 +1,10 @@
 """The typed facade over det's plugin manager: the only module that calls ``pm.hook.*``.
 
 The plugin manager is built lazily on first use: det's built-in plugins first (registered like any
-third-party plugin, marked ``trylast``), then every entry point of the group ``determined``.
+third-party plugin, marked ``trylast``), then every entry point of the group ``determined``. Other
+distributions add their own hook specs through the historic ``det_add_hookspecs`` hook, which runs
+for each plugin as it registers. Plugins and other distributions use this facade through
+:mod:`determined.core.plugins`.
 ``DET_DISABLE_PLUGIN_AUTOLOAD=1`` skips the entry points (tests use it for isolation);
 ``DET_TRACE_PLUGINS=1`` logs every hook call.
 """
@@ -37,9 +40,6 @@ BUILTIN_PLUGINS = (
 )
 """Modules of det-core's own default behaviour, registered before any entry point."""
 
-EXTRA_HOOKSPECS = ("determined.master.hookspecs",)
-"""Hook specifications of other det distributions, added when they are installed (the master's)."""
-
 _lock = threading.Lock()
 _plugin_manager: pluggy.PluginManager | None = None
 
@@ -47,12 +47,7 @@ _plugin_manager: pluggy.PluginManager | None = None
 def _build() -> pluggy.PluginManager:
     pm = pluggy.PluginManager(PROJECT_NAME)
     pm.add_hookspecs(hookspecs)
-    for name in EXTRA_HOOKSPECS:
-        try:
-            pm.add_hookspecs(importlib.import_module(name))
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not name.startswith(exc.name):
-                raise
+    pm.hook.det_add_hookspecs.call_historic(kwargs={"plugin_manager": pm})
     for name in BUILTIN_PLUGINS:
         pm.register(importlib.import_module(name), name=name)
     if os.environ.get("DET_DISABLE_PLUGIN_AUTOLOAD", "") in ("", "0"):

@@ -1,10 +1,10 @@
 """The hook specifications of det: everything a plugin can provide.
 
 Callers: det-core (``core.init()``, the launchers), det-master (searchers, trial runners) and the
-plugins themselves, always through the typed facade in ``determined.core._hooks``.
+plugins themselves, always through the typed facade of :mod:`determined.core.plugins`.
 
 A plugin is a module with functions named like these specs and decorated with
-``determined.core.hookimpl``. Publish it under the entry-point group ``determined``::
+``determined.core.plugins.hookimpl``. Publish it under the entry-point group ``determined``::
 
     [project.entry-points.determined]
     my_storage = "my_package.det_plugin"
@@ -12,6 +12,9 @@ A plugin is a module with functions named like these specs and decorated with
 "Provide X" hooks are ``firstresult``: plugins are asked newest-registered first and the first non-None
 answer wins. det's own behaviour is registered the same way, as ``trylast`` built-in plugins, so a third
 party can take over any of them without changing det.
+
+A distribution that defines hooks of its own (det-master's ``det_resource_manager``) adds their specs
+through :func:`det_add_hookspecs`, so det-core never names it.
 """
 
 from __future__ import annotations
@@ -21,12 +24,31 @@ from typing import TYPE_CHECKING, Any
 from determined.core._markers import hookspec
 
 if TYPE_CHECKING:
+    import pluggy
+
     from determined import ClusterInfo
     from determined.core._distributed import DistributedContext
     from determined.core._preempt_sources import PreemptionSource
     from determined.core._trial_runner import TrialRunner
     from determined.searcher import SearchMethod
     from determined.storage import StorageManager
+
+
+# ---------------------------------------------------------------------------------------------------
+# more hook specifications
+
+
+@hookspec(historic=True)
+def det_add_hookspecs(plugin_manager: pluggy.PluginManager) -> None:
+    """Add the hook specifications a plugin's distribution defines, as pytest's ``pytest_addhooks``.
+
+    Historic: called once for every plugin registered now or later, so specs arrive whenever the
+    plugin does (by entry point, or registered by hand with autoload off). det-master implements it
+    with ``plugin_manager.add_hookspecs(determined.master.hookspecs)``.
+
+    Args:
+        plugin_manager: det's plugin manager; call its ``add_hookspecs(module)``.
+    """
 
 
 # ---------------------------------------------------------------------------------------------------

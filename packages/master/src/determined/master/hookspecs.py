@@ -1,17 +1,18 @@
 """The hook specifications det-master adds to det's plugin manager.
 
-det-core's specs live in ``determined.core.hookspecs``; these are the master's own. The master
-adds them with ``get_plugin_manager().add_hookspecs(determined.master.hookspecs)`` (done by
-``determined.master.rm.resource_manager``). A third-party resource manager is a module with a
-function named like the spec, decorated with ``determined.core.hookimpl``, published under the
-entry-point group ``determined``.
+det-core's specs live in ``determined.core.hookspecs``; these are the master's own. det-core does
+not name them: det-master's plugin (``determined.master._plugin``, registered by the entry point
+``master`` and by ``determined.master.rm.resource_manager``) adds them through the historic
+``det_add_hookspecs`` hook, as a pytest plugin adds its hooks. A third-party resource manager is a
+module with a function named like the spec, decorated with ``determined.core.plugins.hookimpl``,
+published under the entry-point group ``determined``.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from determined.core._markers import hookspec
+from determined.core.plugins import hookspec
 
 if TYPE_CHECKING:
     from determined.master.rm import ResourceManager

@@ -51,19 +51,21 @@ _setup_lock = threading.Lock()
 
 
 def _plugin_manager() -> Any:
-    """det's plugin manager with the master's hook specs and the built-in local RM (idempotent)."""
-    from determined.core import _hooks
-    from determined.master import hookspecs
+    """det's plugin manager with the master's hook specs and the built-in local RM (idempotent).
+
+    The master's plugin adds the hook specs as it registers (``det_add_hookspecs``); its entry point
+    has registered it already unless autoload is off.
+    """
+    from determined.core import plugins
+    from determined.master import _plugin as _master_plugin
     from determined.master.rm import _plugin
     from determined.master.rm.ray import _plugin as _ray_plugin
 
-    pm = _hooks.get_plugin_manager()
     with _setup_lock:
-        if not hasattr(pm.hook, "det_resource_manager") or not pm.hook.det_resource_manager.spec:
-            pm.add_hookspecs(hookspecs)
-        _hooks.register(_plugin, name="determined.master.rm._plugin")
-        _hooks.register(_ray_plugin, name="determined.master.rm.ray._plugin")
-    return pm
+        plugins.register(_master_plugin, name="master")
+        plugins.register(_plugin, name="determined.master.rm._plugin")
+        plugins.register(_ray_plugin, name="determined.master.rm.ray._plugin")
+    return plugins.get_plugin_manager()
 
 
 def resource_manager(config: dict[str, Any] | None = None) -> ResourceManager:
