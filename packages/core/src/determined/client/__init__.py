@@ -1,11 +1,18 @@
-"""The typed HTTP client for det's master, as task processes use it.
+"""The typed HTTP client for det's master: the one way the SDK, the CLI, the Hydra launcher and task
+processes call its REST API.
 
-``MasterClient`` has one method per endpoint (upstream Determined's paths and JSON conventions).
+``Client(session)`` groups one resource client per REST resource (``.master``, ``.experiments``,
+``.trials``, ``.checkpoints``, ``.models``, ``.users``); ``MasterClient`` has the calls a task process
+makes. Both call the master only through the routes of ``ROUTES`` (upstream Determined's paths and
+JSON conventions), which a test checks against the master's OpenAPI document.
 ``Session`` carries the master URL, the token and the retry policy (only idempotent calls are retried).
 """
 
+from determined.client._api import Client
+from determined.client._checkpoints import CheckpointsClient
 from determined.client._client import MasterClient, metrics_body, utc_now_iso
-from determined.client._context_dir import read_context_dir
+from determined.client._cluster import MasterInfoClient
+from determined.client._context_dir import MAX_CONTEXT_SIZE, ContextTooLargeError, read_context_dir
 from determined.client._errors import (
     APIError,
     ForbiddenError,
@@ -13,21 +20,36 @@ from determined.client._errors import (
     NotFoundError,
     UnauthenticatedError,
 )
-from determined.client._experiments import CreatedExperiment, create_experiment
+from determined.client._experiments import CreatedExperiment, ExperimentsClient, create_experiment
 from determined.client._login import hash_password, login, logout, master_address
+from determined.client._models import ModelsClient
+from determined.client._routes import ROUTES, Route
 from determined.client._session import Session
 from determined.client._token_store import TokenStore
+from determined.client._trials import TrialsClient
+from determined.client._users import UsersClient
 
 __all__ = [
+    "MAX_CONTEXT_SIZE",
+    "ROUTES",
     "APIError",
+    "CheckpointsClient",
+    "Client",
+    "ContextTooLargeError",
     "CreatedExperiment",
+    "ExperimentsClient",
     "ForbiddenError",
     "MasterClient",
+    "MasterInfoClient",
     "MasterNotFoundError",
+    "ModelsClient",
     "NotFoundError",
+    "Route",
     "Session",
     "TokenStore",
+    "TrialsClient",
     "UnauthenticatedError",
+    "UsersClient",
     "create_experiment",
     "hash_password",
     "login",

@@ -11,6 +11,7 @@ import datetime
 from typing import Any
 
 from determined.client import _errors
+from determined.client import _routes as r
 from determined.client._session import Session
 
 
@@ -32,7 +33,7 @@ class MasterClient:
 
     # ---- master ---------------------------------------------------------------------------------
     def get_master_info(self) -> dict[str, Any]:
-        return dict(self.session.request("GET", "/api/v1/master") or {})
+        return r.call(self.session, r.MASTER_INFO)
 
     # ---- runs and trials --------------------------------------------------------------------------
     def start_run(self, run_id: int, checkpoint_storage: dict[str, Any] | None) -> int | None:
@@ -40,9 +41,7 @@ class MasterClient:
         body: dict[str, Any] = {"runId": run_id}
         if checkpoint_storage is not None:
             body["checkpointStorage"] = checkpoint_storage
-        answer = (
-            self.session.request("POST", "/api/v1/runs/start", body=body, idempotent=True) or {}
-        )
+        answer = r.call(self.session, r.RUN_START, body=body)
         storage_id = answer.get("storageId")
         return int(storage_id) if storage_id is not None else None
 
@@ -57,13 +56,10 @@ class MasterClient:
         report_time: str | None = None,
     ) -> None:
         """POST /api/v1/trials/{id}/metrics."""
-        self.session.request(
-            "POST",
-            f"/api/v1/trials/{trial_id}/metrics",
-            body=metrics_body(
-                trial_id, trial_run_id, group, metrics, steps_completed, batch_metrics, report_time
-            ),
+        body = metrics_body(
+            trial_id, trial_run_id, group, metrics, steps_completed, batch_metrics, report_time
         )
+        r.call(self.session, r.TRIAL_REPORT_METRICS, body=body, trial_id=trial_id)
 
     def report_trial_metrics_batch(self, trial_id: int, reports: list[dict[str, Any]]) -> None:
         """Several reports (bodies as :func:`metrics_body` builds them) in one request.
@@ -72,8 +68,11 @@ class MasterClient:
         """
         if self._batch_metrics_supported is not False and len(reports) > 1:
             try:
-                self.session.request(
-                    "POST", f"/api/v1/trials/{trial_id}/metrics/batch", body={"reports": reports}
+                r.call(
+                    self.session,
+                    r.TRIAL_REPORT_METRICS_BATCH,
+                    body={"reports": reports},
+                    trial_id=trial_id,
                 )
                 self._batch_metrics_supported = True
                 return
@@ -82,28 +81,19 @@ class MasterClient:
                     raise
                 self._batch_metrics_supported = False
         for report in reports:
-            self.session.request("POST", f"/api/v1/trials/{trial_id}/metrics", body=report)
+            r.call(self.session, r.TRIAL_REPORT_METRICS, body=report, trial_id=trial_id)
 
     def report_progress(self, trial_id: int, progress: float) -> None:
-        self.session.request(
-            "POST",
-            f"/api/v1/trials/{trial_id}/progress",
-            body={"progress": progress, "is_raw": True},
-        )
+        body = {"progress": progress, "is_raw": True}
+        r.call(self.session, r.TRIAL_PROGRESS, body=body, trial_id=trial_id)
 
     def set_runner_status(self, trial_id: int, status: str) -> None:
-        self.session.request(
-            "POST",
-            f"/api/v1/trials/{trial_id}/runner/metadata",
-            body={"state": status},
-        )
+        r.call(self.session, r.TRIAL_RUNNER_METADATA, body={"state": status}, trial_id=trial_id)
 
     def report_early_exit(self, trial_id: int, reason: str) -> bool:
         """Returns False when the master already had an early exit for this trial (HTTP 400)."""
         try:
-            self.session.request(
-                "POST", f"/api/v1/trials/{trial_id}/early_exit", body={"reason": reason}
-            )
+            r.call(self.session, r.TRIAL_EARLY_EXIT, body={"reason": reason}, trial_id=trial_id)
         except _errors.APIError as exc:
             if exc.status == 400:
                 return False
@@ -112,9 +102,8 @@ class MasterClient:
 
     def get_best_searcher_validation_metric(self, experiment_id: int) -> float | None:
         try:
-            answer = self.session.request(
-                "GET",
-                f"/api/v1/experiments/{experiment_id}/searcher/best_searcher_validation_metric",
+            answer = r.call(
+                self.session, r.EXPERIMENT_BEST_SEARCHER_METRIC, experiment_id=experiment_id
             )
         except _errors.NotFoundError:
             return None
@@ -122,25 +111,22 @@ class MasterClient:
         return float(metric) if metric is not None else None
 
     def set_run_metadata(self, run_id: int, metadata: dict[str, Any]) -> dict[str, Any]:
-        answer = self.session.request(
-            "POST", f"/api/v1/runs/{run_id}/metadata", body={"runId": run_id, "metadata": metadata}
-        )
+        body = {"runId": run_id, "metadata": metadata}
+        answer = r.call(self.session, r.RUN_METADATA_SET, body=body, run_id=run_id)
         return dict((answer or {}).get("metadata") or {})
 
     def get_run_metadata(self, run_id: int) -> dict[str, Any]:
-        answer = self.session.request("GET", f"/api/v1/runs/{run_id}/metadata")
+        answer = r.call(self.session, r.RUN_METADATA_GET, run_id=run_id)
         return dict((answer or {}).get("metadata") or {})
 
     def get_trial(self, trial_id: int) -> dict[str, Any]:
-        return dict(
-            (self.session.request("GET", f"/api/v1/trials/{trial_id}") or {}).get("trial") or {}
-        )
+        return dict(r.call(self.session, r.TRIAL_GET, trial_id=trial_id).get("trial") or {})
 
     # ---- searcher operations (the Core API's searcher loop) ---------------------------------------
     def get_searcher_operation(self, trial_id: int) -> int | None:
         """GET /api/v1/trials/{id}/searcher/operation: the length to train to next, or None when
         the searcher needs nothing more from this trial (``completed``)."""
-        answer = self.session.request("GET", f"/api/v1/trials/{trial_id}/searcher/operation") or {}
+        answer = r.call(self.session, r.TRIAL_SEARCHER_OPERATION, trial_id=trial_id)
         if answer.get("completed"):
             return None
         op = answer.get("op") or {}
@@ -148,7 +134,7 @@ class MasterClient:
         if length is None:
             raise _errors.APIError(
                 "GET",
-                f"/api/v1/trials/{trial_id}/searcher/operation",
+                r.TRIAL_SEARCHER_OPERATION.path(trial_id=trial_id),
                 502,
                 f"the master's answer has no op.validateAfter.length: {answer}",
             )
@@ -158,12 +144,8 @@ class MasterClient:
         self, trial_id: int, length: int, searcher_metric: float
     ) -> None:
         """POST /api/v1/trials/{id}/searcher/completed_operation (upstream 0.37's body)."""
-        self.session.request(
-            "POST",
-            f"/api/v1/trials/{trial_id}/searcher/completed_operation",
-            body={"op": {"length": length}, "searcherMetric": searcher_metric},
-            idempotent=True,  # the master judges each length once, so a retry is harmless
-        )
+        body = {"op": {"length": length}, "searcherMetric": searcher_metric}
+        r.call(self.session, r.TRIAL_COMPLETE_OPERATION, body=body, trial_id=trial_id)
 
     # ---- checkpoints ------------------------------------------------------------------------------
     def report_checkpoint(
@@ -191,7 +173,7 @@ class MasterClient:
             body["allocationId"] = allocation_id
         if storage_id is not None:
             body["storageId"] = storage_id
-        self.session.request("POST", "/api/v1/checkpoints", body=body, idempotent=True)
+        r.call(self.session, r.CHECKPOINT_REPORT, body=body)
 
     def patch_checkpoint_resources(self, uuid: str, resources: dict[str, int]) -> None:
         """PATCH /api/v1/checkpoints: the files that remain after a (partial) delete."""
@@ -203,33 +185,29 @@ class MasterClient:
                 }
             ]
         }
-        self.session.request("PATCH", "/api/v1/checkpoints", body=body)
+        r.call(self.session, r.CHECKPOINTS_PATCH, body=body)
 
     def get_checkpoint(self, uuid: str) -> dict[str, Any]:
-        return dict(
-            (self.session.request("GET", f"/api/v1/checkpoints/{uuid}") or {}).get("checkpoint")
-            or {}
-        )
+        return dict(r.call(self.session, r.CHECKPOINT_GET, uuid=uuid).get("checkpoint") or {})
 
     # ---- allocations ------------------------------------------------------------------------------
     def get_preemption_signal(self, allocation_id: str, timeout_seconds: int) -> bool:
         """Long-poll: returns as soon as the master asks this allocation to stop, or after the timeout."""
-        answer = self.session.request(
-            "GET",
-            f"/api/v1/allocations/{allocation_id}/signals/preemption",
+        answer = r.call(
+            self.session,
+            r.ALLOCATION_PREEMPTION,
             params={"timeout_seconds": timeout_seconds},
             timeout=timeout_seconds + 10,
+            allocation_id=allocation_id,
         )
         return bool((answer or {}).get("preempt", False))
 
     def ack_preemption(self, allocation_id: str) -> None:
-        self.session.request(
-            "POST", f"/api/v1/allocations/{allocation_id}/signals/ack_preemption", idempotent=True
-        )
+        r.call(self.session, r.ALLOCATION_ACK_PREEMPTION, allocation_id=allocation_id)
 
     # ---- misc -------------------------------------------------------------------------------------
     def post_task_logs(self, logs: list[dict[str, Any]]) -> None:
-        self.session.request("POST", "/api/v1/task/logs", body={"logs": logs})
+        r.call(self.session, r.TASK_LOGS_POST, body={"logs": logs})
 
     def post_custom_webhook(
         self, experiment_id: int, trial_id: int, title: str, description: str, level: str
@@ -239,12 +217,11 @@ class MasterClient:
             "experimentId": experiment_id,
             "trialId": trial_id,
         }
-        self.session.request("POST", "/api/v1/webhooks/custom", body=body)
+        r.call(self.session, r.WEBHOOK_CUSTOM, body=body)
 
     def post_trial_source_info(self, trial_source_info: dict[str, Any]) -> None:
-        self.session.request(
-            "POST", "/api/v1/trial-source-info", body={"trialSourceInfo": trial_source_info}
-        )
+        body = {"trialSourceInfo": trial_source_info}
+        r.call(self.session, r.TRIAL_SOURCE_INFO, body=body)
 
     def close(self) -> None:
         self.session.close()

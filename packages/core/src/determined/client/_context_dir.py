@@ -14,6 +14,8 @@ import pathlib
 from typing import Any
 
 MAX_CONTEXT_SIZE = 95 * 1024 * 1024
+"""Upstream's limit on an uploaded context (the master's 96 MiB request cap less 1 MiB); the one
+definition the SDK, the CLI and the Hydra launcher share."""
 FILE_TYPE = ord("0")
 DIR_TYPE = ord("5")
 
@@ -91,16 +93,36 @@ def _walk(root: pathlib.Path, prefix: str, out: list[dict[str, Any]]) -> None:
             out.append(_entry(f"{prefix}{rel}", full, False))
 
 
+class ContextTooLargeError(ValueError):
+    """The packaged context is over the limit.
+
+    Attributes:
+        size: the total size of the files, in bytes.
+        limit: the limit it exceeds, in bytes.
+        sizes: each file's path and size, biggest first (for a message naming the culprits).
+    """
+
+    def __init__(self, size: int, limit: int, sizes: list[tuple[str, int]]) -> None:
+        super().__init__(
+            f"the context is {size / 2**20:.1f} MiB, over the {limit / 2**20:.0f} MiB limit: "
+            "list large files in a .detignore file"
+        )
+        self.size = size
+        self.limit = limit
+        self.sizes = sizes
+
+
 def read_context_dir(
     context_dir: str | os.PathLike[str] | None,
     includes: list[str | os.PathLike[str]] | tuple[()] = (),
-    limit: int = MAX_CONTEXT_SIZE,
+    limit: int | None = None,
 ) -> list[dict[str, Any]]:
     """Return the files of ``context_dir`` (and each include, under its own name) as v1File dicts.
 
     Raises:
-        ValueError: the directory is missing, an include collides with another entry, or the total
-            size exceeds ``limit`` (use ``.detignore`` to leave files out).
+        ValueError: the directory is missing or an include collides with another entry.
+        ContextTooLargeError: the total size exceeds ``limit`` (default :data:`MAX_CONTEXT_SIZE`;
+            use ``.detignore`` to leave files out).
     """
     files: list[dict[str, Any]] = []
     if context_dir is not None:
@@ -124,10 +146,10 @@ def read_context_dir(
     duplicates = sorted({p for p in roots if roots.count(p) > 1})
     if duplicates:
         raise ValueError(f"duplicate paths in the context: {', '.join(duplicates)}")
-    size = sum(len(f["content"]) * 3 // 4 for f in files)
+    sizes = {f["path"]: len(f["content"]) * 3 // 4 for f in files}
+    size = sum(sizes.values())
+    limit = MAX_CONTEXT_SIZE if limit is None else limit
     if size > limit:
-        raise ValueError(
-            f"the context is {size / 2**20:.1f} MiB, over the {limit / 2**20:.0f} MiB limit: "
-            "list large files in a .detignore file"
-        )
+        biggest = sorted(sizes.items(), key=lambda kv: kv[1], reverse=True)
+        raise ContextTooLargeError(size, limit, biggest)
     return files

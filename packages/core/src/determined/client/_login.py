@@ -13,6 +13,7 @@ import os
 
 from determined._info import canonicalize_master_url
 from determined.client import _errors
+from determined.client import _routes as r
 from determined.client._session import Session
 from determined.client._token_store import TokenStore
 
@@ -41,7 +42,7 @@ def master_address(master: str | None = None) -> str:
 
 def _token_valid(master: str, token: str) -> bool:
     try:
-        Session(master, token, max_retries=1).request("GET", "/api/v1/me")
+        r.call(Session(master, token, max_retries=1), r.ME)
     except _errors.UnauthenticatedError:
         return False
     except _errors.APIError as exc:
@@ -52,9 +53,7 @@ def _token_valid(master: str, token: str) -> bool:
 def password_login(master: str, user: str, password: str) -> str:
     """A new session token for ``user``; UnauthenticatedError with the master's message if refused."""
     body = {"username": user, "password": hash_password(password), "isHashed": True}
-    response = Session(master, max_retries=1).request(
-        "POST", "/api/v1/auth/login", body=body, idempotent=False
-    )
+    response = r.call(Session(master, max_retries=1), r.AUTH_LOGIN, body=body)
     return str(response["token"])
 
 
@@ -109,9 +108,7 @@ def logout(
     token = store.get(url, name) if name else None
     if token:
         try:
-            Session(url, token, max_retries=1).request(
-                "POST", "/api/v1/auth/logout", idempotent=False
-            )
+            r.call(Session(url, token, max_retries=1), r.AUTH_LOGOUT)
         except _errors.APIError:
             pass  # already invalid on the master: forgetting it locally is all that is left
     if name:

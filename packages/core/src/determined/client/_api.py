@@ -1,0 +1,34 @@
+"""``Client``: every resource client over one session, the single entry point of the SDK and the CLI."""
+
+from __future__ import annotations
+
+from determined.client._checkpoints import CheckpointsClient
+from determined.client._cluster import MasterInfoClient
+from determined.client._experiments import ExperimentsClient
+from determined.client._models import ModelsClient
+from determined.client._session import Session
+from determined.client._trials import TrialsClient
+from determined.client._users import UsersClient
+
+
+class Client:
+    """The master's REST API by resource: ``Client(session).experiments.get(7)``.
+
+    Every method calls one route of :data:`determined.client.ROUTES` and returns the master's JSON
+    answer (upstream Determined's camelCase fields).
+
+    Args:
+        session: the HTTP session (master URL, token, retry policy).
+    """
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.master = MasterInfoClient(session)
+        self.experiments = ExperimentsClient(session)
+        self.trials = TrialsClient(session)
+        self.checkpoints = CheckpointsClient(session)
+        self.models = ModelsClient(session)
+        self.users = UsersClient(session)
+
+    def __repr__(self) -> str:
+        return f"Client({self.session.master_url!r})"

@@ -1,0 +1,43 @@
+"""Checkpoints: the resource client for ``/api/v1/checkpoints/...``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from determined.client import _routes as r
+from determined.client._session import Session
+
+
+class CheckpointsClient:
+    """One method per checkpoint endpoint the SDK and the CLI call; each returns the master's JSON
+    answer (reporting a new checkpoint is the task process's :class:`~determined.client.MasterClient`)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def get(self, uuid: str) -> dict[str, Any]:
+        """One checkpoint (``checkpoint``)."""
+        return r.call(self.session, r.CHECKPOINT_GET, uuid=uuid)
+
+    def set_metadata(self, uuid: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace the checkpoint's user metadata on the master (the stored copy stays)."""
+        body = {
+            "checkpoint": {
+                "uuid": uuid,
+                "metadata": dict(metadata),
+                "resources": {},
+                "training": {},
+                "state": "STATE_UNSPECIFIED",
+            }
+        }
+        return r.call(self.session, r.CHECKPOINT_METADATA, body=body, uuid=uuid)
+
+    def delete(self, uuids: Sequence[str]) -> dict[str, Any]:
+        """Delete the checkpoints' files; the master marks them DELETED."""
+        return r.call(self.session, r.CHECKPOINTS_DELETE, body={"checkpointUuids": list(uuids)})
+
+    def remove_files(self, uuids: Sequence[str], globs: Sequence[str]) -> dict[str, Any]:
+        """Delete the files matching ``globs`` from each checkpoint (``[]`` refreshes the list)."""
+        body = {"checkpointUuids": list(uuids), "checkpointGlobs": list(globs)}
+        return r.call(self.session, r.CHECKPOINTS_REMOVE_FILES, body=body)

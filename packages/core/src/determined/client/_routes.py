@@ -1,0 +1,229 @@
+"""Every REST route of the master that det's clients call, declared once.
+
+The resource clients (``_resources_*.py``), the task process's ``MasterClient`` and logging in call the
+master only through :func:`call` and :func:`stream` with a :class:`Route` of this table, so a test can
+enumerate :data:`ROUTES` and check each against the master's OpenAPI document. Paths are upstream
+Determined's (``/api/v1/...``, grpc-gateway JSON with camelCase fields).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import string
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from determined.client._session import Session
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    """One endpoint of the master.
+
+    Attributes:
+        name: a stable dotted name (``experiments.get``), unique in :data:`ROUTES`.
+        method: the HTTP method.
+        template: the path with ``{parameter}`` placeholders.
+        idempotent: whether a request may be retried after a lost answer (``None``: decided by the
+            method, as :class:`Session` does).
+    """
+
+    name: str
+    method: str
+    template: str
+    idempotent: bool | None = None
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The placeholder names of :attr:`template`, in order."""
+        return tuple(f for _, f, _, _ in string.Formatter().parse(self.template) if f)
+
+    def path(self, **params: Any) -> str:
+        """The concrete path; every parameter is percent-encoded as one path segment."""
+        missing = set(self.parameters) - set(params)
+        if missing or set(params) - set(self.parameters):
+            raise TypeError(f"{self.name}: path needs {self.parameters}, got {sorted(params)}")
+        return self.template.format(
+            **{k: urllib.parse.quote(str(v), safe="") for k, v in params.items()}
+        )
+
+
+ROUTES: dict[str, Route] = {}
+"""Every route, by name."""
+
+
+def _route(name: str, method: str, template: str, idempotent: bool | None = None) -> Route:
+    if name in ROUTES:
+        raise ValueError(f"route {name!r} declared twice")
+    ROUTES[name] = route = Route(name, method, template, idempotent)
+    return route
+
+
+def call(
+    session: Session,
+    route: Route,
+    *,
+    body: Any = None,
+    params: Mapping[str, Any] | None = None,
+    timeout: float | None = 60.0,
+    idempotent: bool | None = None,
+    **path_params: Any,
+) -> dict[str, Any]:
+    """Send one request on ``route``; the decoded JSON answer (``{}`` when the body is empty).
+
+    ``None`` values in ``params`` are left out of the query string.
+    """
+    query = {k: v for k, v in (params or {}).items() if v is not None}
+    answer = session.request(
+        route.method,
+        route.path(**path_params),
+        body=body,
+        params=query or None,
+        timeout=timeout,
+        idempotent=route.idempotent if idempotent is None else idempotent,
+    )
+    return dict(answer or {})
+
+
+def stream(
+    session: Session,
+    route: Route,
+    *,
+    params: Mapping[str, Any] | None = None,
+    timeout: float | None = None,
+    **path_params: Any,
+) -> Iterator[dict[str, Any]]:
+    """The ``result`` of each line of a streaming (newline-delimited JSON) GET route."""
+    if route.method != "GET":
+        raise ValueError(f"{route.name}: only GET routes stream")
+    query = {k: v for k, v in (params or {}).items() if v is not None}
+    result: Iterator[dict[str, Any]] = session.stream(
+        route.path(**path_params), params=query or None, timeout=timeout
+    )
+    return result
+
+
+# ---- master ---------------------------------------------------------------------------------------
+MASTER_INFO = _route("master.info", "GET", "/api/v1/master")
+MASTER_CONFIG = _route("master.config", "GET", "/api/v1/master/config")
+MASTER_LOGS = _route("master.logs", "GET", "/api/v1/master/logs")
+PREVIEW_HP_SEARCH = _route("master.preview_hp_search", "POST", "/api/v1/preview-hp-search", True)
+
+# ---- users, login and tokens ----------------------------------------------------------------------
+AUTH_LOGIN = _route("auth.login", "POST", "/api/v1/auth/login", False)
+AUTH_LOGOUT = _route("auth.logout", "POST", "/api/v1/auth/logout", False)
+ME = _route("users.me", "GET", "/api/v1/me")
+USERS_LIST = _route("users.list", "GET", "/api/v1/users")
+USER_CREATE = _route("users.create", "POST", "/api/v1/users", False)
+USER_GET = _route("users.get", "GET", "/api/v1/users/{user_id}")
+USER_BY_NAME = _route("users.get_by_name", "GET", "/api/v1/users/{username}/by-username")
+USER_PATCH = _route("users.patch", "PATCH", "/api/v1/users/{user_id}", False)
+USER_SET_PASSWORD = _route("users.set_password", "POST", "/api/v1/users/{user_id}/password", False)
+
+# ---- experiments ----------------------------------------------------------------------------------
+EXPERIMENTS_LIST = _route("experiments.list", "GET", "/api/v1/experiments")
+EXPERIMENT_CREATE = _route("experiments.create", "POST", "/api/v1/experiments", False)
+EXPERIMENT_CONTINUE = _route("experiments.continue", "POST", "/api/v1/experiments/continue", False)
+EXPERIMENT_GET = _route("experiments.get", "GET", "/api/v1/experiments/{experiment_id}")
+EXPERIMENT_PATCH = _route("experiments.patch", "PATCH", "/api/v1/experiments/{experiment_id}")
+EXPERIMENT_DELETE = _route("experiments.delete", "DELETE", "/api/v1/experiments/{experiment_id}")
+EXPERIMENT_ACTIONS = {
+    action: _route(
+        f"experiments.{action}", "POST", f"/api/v1/experiments/{{experiment_id}}/{action}", True
+    )
+    for action in ("activate", "pause", "cancel", "kill", "archive", "unarchive")
+}
+"""The lifecycle actions (``POST /api/v1/experiments/{id}/<action>``), by action name."""
+EXPERIMENT_TRIALS = _route(
+    "experiments.trials", "GET", "/api/v1/experiments/{experiment_id}/trials"
+)
+EXPERIMENT_CHECKPOINTS = _route(
+    "experiments.checkpoints", "GET", "/api/v1/experiments/{experiment_id}/checkpoints"
+)
+EXPERIMENT_MODEL_DEF = _route(
+    "experiments.model_def", "GET", "/api/v1/experiments/{experiment_id}/model_def"
+)
+EXPERIMENT_BEST_SEARCHER_METRIC = _route(
+    "experiments.best_searcher_validation_metric",
+    "GET",
+    "/api/v1/experiments/{experiment_id}/searcher/best_searcher_validation_metric",
+)
+
+# ---- trials and runs ------------------------------------------------------------------------------
+TRIAL_GET = _route("trials.get", "GET", "/api/v1/trials/{trial_id}")
+TRIAL_KILL = _route("trials.kill", "POST", "/api/v1/trials/{trial_id}/kill", True)
+TRIAL_CHECKPOINTS = _route("trials.checkpoints", "GET", "/api/v1/trials/{trial_id}/checkpoints")
+TRIAL_WORKLOADS = _route("trials.workloads", "GET", "/api/v1/trials/{trial_id}/workloads")
+TRIAL_LOGS = _route("trials.logs", "GET", "/api/v1/trials/{trial_id}/logs")
+TRIALS_METRICS = _route("trials.metrics", "GET", "/api/v1/trials/metrics/trial_metrics")
+TRIAL_REPORT_METRICS = _route("trials.report_metrics", "POST", "/api/v1/trials/{trial_id}/metrics")
+TRIAL_REPORT_METRICS_BATCH = _route(
+    "trials.report_metrics_batch", "POST", "/api/v1/trials/{trial_id}/metrics/batch"
+)
+TRIAL_PROGRESS = _route("trials.progress", "POST", "/api/v1/trials/{trial_id}/progress")
+TRIAL_RUNNER_METADATA = _route(
+    "trials.runner_metadata", "POST", "/api/v1/trials/{trial_id}/runner/metadata"
+)
+TRIAL_EARLY_EXIT = _route("trials.early_exit", "POST", "/api/v1/trials/{trial_id}/early_exit")
+TRIAL_SEARCHER_OPERATION = _route(
+    "trials.searcher_operation", "GET", "/api/v1/trials/{trial_id}/searcher/operation"
+)
+TRIAL_COMPLETE_OPERATION = _route(
+    "trials.complete_searcher_operation",
+    "POST",
+    "/api/v1/trials/{trial_id}/searcher/completed_operation",
+    True,  # the master judges each length once, so a retry is harmless
+)
+RUN_START = _route("runs.start", "POST", "/api/v1/runs/start", True)
+RUN_METADATA_GET = _route("runs.get_metadata", "GET", "/api/v1/runs/{run_id}/metadata")
+RUN_METADATA_SET = _route("runs.set_metadata", "POST", "/api/v1/runs/{run_id}/metadata")
+
+# ---- checkpoints ----------------------------------------------------------------------------------
+CHECKPOINT_GET = _route("checkpoints.get", "GET", "/api/v1/checkpoints/{uuid}")
+CHECKPOINT_REPORT = _route("checkpoints.report", "POST", "/api/v1/checkpoints", True)
+CHECKPOINTS_PATCH = _route("checkpoints.patch", "PATCH", "/api/v1/checkpoints")
+CHECKPOINTS_DELETE = _route("checkpoints.delete", "DELETE", "/api/v1/checkpoints")
+CHECKPOINTS_REMOVE_FILES = _route(
+    "checkpoints.remove_files", "POST", "/api/v1/checkpoints/rm", True
+)
+CHECKPOINT_METADATA = _route(
+    "checkpoints.set_metadata", "POST", "/api/v1/checkpoints/{uuid}/metadata", True
+)
+
+# ---- model registry -------------------------------------------------------------------------------
+MODELS_LIST = _route("models.list", "GET", "/api/v1/models")
+MODEL_CREATE = _route("models.create", "POST", "/api/v1/models", False)
+MODEL_LABELS = _route("models.labels", "GET", "/api/v1/model/labels")
+MODEL_GET = _route("models.get", "GET", "/api/v1/models/{model_name}")
+MODEL_PATCH = _route("models.patch", "PATCH", "/api/v1/models/{model_name}")
+MODEL_DELETE = _route("models.delete", "DELETE", "/api/v1/models/{model_name}")
+MODEL_ARCHIVE = _route("models.archive", "POST", "/api/v1/models/{model_name}/archive", True)
+MODEL_UNARCHIVE = _route("models.unarchive", "POST", "/api/v1/models/{model_name}/unarchive", True)
+MODEL_VERSIONS = _route("models.versions", "GET", "/api/v1/models/{model_name}/versions")
+MODEL_VERSION_CREATE = _route(
+    "models.create_version", "POST", "/api/v1/models/{model_name}/versions", False
+)
+MODEL_VERSION_GET = _route(
+    "models.get_version", "GET", "/api/v1/models/{model_name}/versions/{version}"
+)
+MODEL_VERSION_PATCH = _route(
+    "models.patch_version", "PATCH", "/api/v1/models/{model_name}/versions/{version}"
+)
+MODEL_VERSION_DELETE = _route(
+    "models.delete_version", "DELETE", "/api/v1/models/{model_name}/versions/{version}"
+)
+
+# ---- allocations, tasks and webhooks --------------------------------------------------------------
+ALLOCATION_PREEMPTION = _route(
+    "allocations.preemption_signal", "GET", "/api/v1/allocations/{allocation_id}/signals/preemption"
+)
+ALLOCATION_ACK_PREEMPTION = _route(
+    "allocations.ack_preemption",
+    "POST",
+    "/api/v1/allocations/{allocation_id}/signals/ack_preemption",
+    True,
+)
+TASK_LOGS_POST = _route("tasks.post_logs", "POST", "/api/v1/task/logs")
+WEBHOOK_CUSTOM = _route("webhooks.custom", "POST", "/api/v1/webhooks/custom")
+TRIAL_SOURCE_INFO = _route("tasks.trial_source_info", "POST", "/api/v1/trial-source-info")
