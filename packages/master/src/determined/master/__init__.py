@@ -13,7 +13,7 @@ from __future__ import annotations
 import importlib.metadata as _metadata
 from typing import TYPE_CHECKING
 
-from determined._lazy import lazy_exports
+from determined.core.plugins import lazy_exports
 
 try:
     __version__ = _metadata.version("det-master")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import importlib.metadata
 from typing import TYPE_CHECKING
 
-from determined._lazy import lazy_exports
+from determined.core.plugins import lazy_exports
 
 MAX_TENSORFLOW = (2, 16)
 """The first TensorFlow version without ``tf.estimator``."""

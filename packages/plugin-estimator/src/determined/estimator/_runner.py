@@ -36,7 +36,7 @@ import tensorflow as tf
 
 import determined as det
 from determined.core import EarlyExitReason, Unit
-from determined.core._searcher import parse_max_length
+from determined.core.plugins import parse_max_length
 
 if TYPE_CHECKING:
     from determined import ClusterInfo

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from determined._lazy import lazy_exports
+from determined.core.plugins import lazy_exports
 
 if TYPE_CHECKING:
     from determined.keras._callback import DeterminedCallback as DeterminedCallback

@@ -17,7 +17,7 @@ import torch.distributed
 
 import determined as det
 from determined import core
-from determined.core._searcher import parse_max_length
+from determined.core.plugins import parse_max_length
 from determined.pytorch._context import PyTorchTrialContext
 from determined.pytorch._controller import _PyTorchTrialController
 from determined.pytorch._trial import PyTorchTrial

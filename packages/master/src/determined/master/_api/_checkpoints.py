@@ -164,7 +164,7 @@ def remove_checkpoint_files(
 ) -> dict[str, Any]:
     """Delete the files of checkpoints that match ``checkpointGlobs`` from their storage and
     record what remains (an empty glob list only refreshes the recorded files)."""
-    from determined.core import _hooks
+    from determined.core import plugins
     from determined.storage import CheckpointNotFound
 
     uuids = get(body, "checkpoint_uuids")
@@ -188,7 +188,7 @@ def remove_checkpoint_files(
         )
     for uuid, config in configs.items():
         try:
-            manager = _hooks.checkpoint_storage(config)
+            manager = plugins.checkpoint_storage(config)
             remaining = manager.delete(uuid, globs) if globs else manager.list_files(uuid)
         except CheckpointNotFound:
             remaining = {}
@@ -343,9 +343,9 @@ def _archive(storage_config: dict[str, Any], uuid: str, zip_format: bool) -> str
     import tempfile
     import zipfile
 
-    from determined.core import _hooks
+    from determined.core import plugins
 
-    manager = _hooks.checkpoint_storage(storage_config)
+    manager = plugins.checkpoint_storage(storage_config)
     fd, path = tempfile.mkstemp(prefix=f"det-ckpt-{uuid}-", suffix=".zip" if zip_format else ".tgz")
     os.close(fd)
     try:

@@ -69,7 +69,7 @@ def checkpoints_to_delete(session: Any, exp: Experiment) -> list[Checkpoint]:
 def delete_checkpoints(db: Database, uuids: list[str]) -> None:
     """Delete checkpoints from their storage and mark them DELETED (PARTIALLY_DELETED when files
     remain). Checkpoints registered as model versions are never deleted."""
-    from determined.core import _hooks
+    from determined.core import plugins
 
     uuids = unregistered(db, uuids)
     for uuid in uuids:
@@ -80,7 +80,7 @@ def delete_checkpoints(db: Database, uuids: list[str]) -> None:
             continue
         remaining: dict[str, Any] = {}
         try:
-            manager = _hooks.checkpoint_storage(storage_config)
+            manager = plugins.checkpoint_storage(storage_config)
             remaining = manager.delete(uuid, ["**/*"]) or {}
         except Exception:
             logger.exception("master: deleting checkpoint %s from storage failed", uuid)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from determined.core._markers import hookimpl
+from determined.core.plugins import hookimpl
 from determined.master.searchers._adaptive_asha import AdaptiveASHASearch, make_brackets
 from determined.master.searchers._asha import AsyncHalvingSearch
 from determined.master.searchers._config import (

@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from determined.core import _hooks
+from determined.core import plugins
 from determined.master.searchers._config import get_length
 from determined.searcher import (
     Action,
@@ -83,8 +83,8 @@ class Searcher:
             # entry-point autoload is off (DET_DISABLE_PLUGIN_AUTOLOAD).
             from determined.master.searchers import _plugin
 
-            _hooks.register(_plugin, name="searchers")
-            method = _hooks.search_method(dict(config))
+            plugins.register(_plugin, name="searchers")
+            method = plugins.search_method(dict(config))
         self.method = method
         self.rng = RandomState(_experiment_seed(config))
         hyperparameters = config.get("hyperparameters") or {}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from determined._lazy import lazy_exports
+from determined.core.plugins import lazy_exports
 
 _EXPORTS = {
     "ModelParallelUnit": "_mpu",

@@ -21,7 +21,7 @@ import torch.distributed
 
 import determined as det
 from determined import core
-from determined.launch._util import free_ports
+from determined.core.plugins import free_ports
 from determined.pytorch._trainer import Trainer as _PyTorchTrainer
 from determined.pytorch._trainer import _set_random_seeds
 from determined.pytorch.deepspeed._context import DeepSpeedTrialContext

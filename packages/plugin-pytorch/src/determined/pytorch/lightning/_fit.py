@@ -11,7 +11,7 @@ import pytorch_lightning as pl
 
 import determined as det
 from determined.core import Unit
-from determined.core._searcher import parse_max_length
+from determined.core.plugins import parse_max_length
 from determined.pytorch.lightning._callback import DetCallback
 from determined.pytorch.lightning._logger import DetLogger
 

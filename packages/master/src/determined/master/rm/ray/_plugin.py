@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from determined.core._markers import hookimpl
+from determined.core.plugins import hookimpl
 from determined.master.rm._base import ResourceManager
 
 
