@@ -69,7 +69,12 @@ class ResourcesInfo:
 
 
 class TrialInfo:
-    """What a trial process knows about its trial: ids, seed, hyperparameters and the experiment config."""
+    """What a trial process knows about its trial: ids, seed, hyperparameters and the experiment config.
+
+    ``config`` (the whole experiment config), ``steps_completed`` (where this run starts) and
+    ``debug`` are public; upstream's ``_config``, ``_steps_completed`` and ``_debug`` name the same
+    values, for user code written for Determined.
+    """
 
     def __init__(
         self,
@@ -87,11 +92,36 @@ class TrialInfo:
         self.experiment_id = int(experiment_id)
         self.trial_seed = int(trial_seed)
         self.hparams = hparams
-        self._config = config
-        self._steps_completed = int(steps_completed)
+        self.config = config
+        self.steps_completed = int(steps_completed)
         self._trial_run_id = int(trial_run_id)
-        self._debug = bool(debug)
+        self.debug = bool(debug)
         self._inter_node_network_interface = inter_node_network_interface
+
+    # Upstream's private names, read by user code written for Determined.
+    @property
+    def _config(self) -> dict[str, Any]:
+        return self.config
+
+    @_config.setter
+    def _config(self, value: dict[str, Any]) -> None:
+        self.config = value
+
+    @property
+    def _steps_completed(self) -> int:
+        return self.steps_completed
+
+    @_steps_completed.setter
+    def _steps_completed(self, value: int) -> None:
+        self.steps_completed = int(value)
+
+    @property
+    def _debug(self) -> bool:
+        return self.debug
+
+    @_debug.setter
+    def _debug(self, value: bool) -> None:
+        self.debug = bool(value)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -99,10 +129,10 @@ class TrialInfo:
             "experiment_id": self.experiment_id,
             "trial_seed": self.trial_seed,
             "hparams": self.hparams,
-            "config": self._config,
-            "steps_completed": self._steps_completed,
+            "config": self.config,
+            "steps_completed": self.steps_completed,
             "trial_run_id": self._trial_run_id,
-            "debug": self._debug,
+            "debug": self.debug,
             "inter_node_network_interface": self._inter_node_network_interface,
         }
 
@@ -178,7 +208,7 @@ class ClusterInfo:
     def user_data(self) -> dict[str, Any]:
         if self._trial_info is None:
             return {}
-        data = self._trial_info._config.get("data")
+        data = self._trial_info.config.get("data")
         return data if isinstance(data, dict) else {}
 
     def _rendezvous(self) -> RendezvousInfo:

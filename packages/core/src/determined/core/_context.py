@@ -286,7 +286,7 @@ def _init_trial(
         Session(info.master_url, info.session_token, allocation_token=True, cert=cert)
     )
     trial = info.trial
-    config = trial._config
+    config = trial.config
     if checkpoint_storage is not None:
         storage_manager = _storage_from_argument(checkpoint_storage)
         storage_config: dict[str, Any] | None = (

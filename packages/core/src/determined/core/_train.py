@@ -129,6 +129,11 @@ class TrainContext:
     def get_metadata(self) -> dict[str, Any] | None:
         return self._backend.get_run_metadata(self._trial_id)
 
+    @property
+    def tensorboard_mode(self) -> TensorboardMode:
+        """Who uploads TensorBoard files: det (AUTO) or the caller of ``upload_tensorboard_files``."""
+        return self._tensorboard_mode
+
     def get_tensorboard_path(self) -> pathlib.Path:
         """The local directory for TensorBoard event files (created on first call)."""
         self._tensorboard_path.mkdir(parents=True, exist_ok=True)

@@ -379,7 +379,7 @@ def init(
     info = _trial_info()
     if info is not None:
         trial = info.trial
-        return NativeContext(chosen, dict(trial._config), dict(trial.hparams), info)
+        return NativeContext(chosen, dict(trial.config), dict(trial.hparams), info)
     loaded = _load_config(config)
     if chosen is Mode.LOCAL:
         full, local_info = _local_trial(loaded, test=False)

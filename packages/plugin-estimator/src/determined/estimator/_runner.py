@@ -144,7 +144,7 @@ class EstimatorTrialRunner:
                 "resources.slots_per_trial: det trains an EstimatorTrial on one slot (upstream "
                 "used Horovod for more, which det does not ship); set slots_per_trial: 1"
             )
-        config = dict(cluster_info.trial._config or {})
+        config = dict(cluster_info.trial.config or {})
         plan = Plan.from_config(config, dict(cluster_info.trial.hparams or {}))
         # Off-cluster (a Native API local run) the trial's own checkpoint_storage applies.
         process_info = det.get_cluster_info()
@@ -218,7 +218,7 @@ class _Training:
         self.context: EstimatorTrialContext = context_class(core_context, info)
         self.trial = trial_class(self.context)
         self.model_dir = pathlib.Path(tempfile.mkdtemp(prefix="det-estimator-"))
-        self.config = dict(info.trial._config or {})
+        self.config = dict(info.trial.config or {})
         searcher = dict(self.config.get("searcher") or {})
         self.searcher_metric = searcher.get("metric")
         self.smaller_is_better = bool(searcher.get("smaller_is_better", True))

@@ -50,11 +50,11 @@ class EstimatorTrialContext:
         return hparams[name]
 
     def get_experiment_config(self) -> dict[str, Any]:
-        return dict(self._info.trial._config)
+        return dict(self._info.trial.config)
 
     def get_data_config(self) -> dict[str, Any]:
         """The experiment config's ``data`` section (``{}`` when it has none)."""
-        return dict(self._info.trial._config.get("data") or {})
+        return dict(self._info.trial.config.get("data") or {})
 
     def get_experiment_id(self) -> int:
         return self._info.trial.experiment_id

@@ -51,7 +51,7 @@ class TFKerasTrialContext:
         self._info = cluster_info
         self._trial = cluster_info.trial
         self._hparams = dict(self._trial.hparams)
-        self._config = dict(self._trial._config)
+        self._config = dict(self._trial.config)
         self.distributed = core_context.distributed
         self.strategy = strategy
         self.model: Any = None

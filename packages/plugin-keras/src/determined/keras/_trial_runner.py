@@ -86,7 +86,7 @@ class TFKerasTrialRunner:
                 "(det experiment create); off-cluster, use model.fit() with "
                 "det.keras.DeterminedCallback"
             )
-        config = dict(cluster_info.trial._config)
+        config = dict(cluster_info.trial.config)
         length, unit = _training_length(config)  # fail fast, before TensorFlow loads
         if os.environ.get("TF_CONFIG"):
             distributed, strategy = det.core.DistributedContext.from_tf_config()

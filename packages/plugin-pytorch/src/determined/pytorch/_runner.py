@@ -85,7 +85,7 @@ class PyTorchTrialRunner:
                 "a legacy PyTorchTrial entrypoint runs as an experiment trial; off-cluster use "
                 "det.pytorch.init() and det.pytorch.Trainer(trial, context).fit(max_length=...)"
             )
-        config = dict(cluster_info.trial._config or {})
+        config = dict(cluster_info.trial.config or {})
         hparams = dict(cluster_info.trial.hparams or {})
         optimizations = dict(config.get("optimizations") or {})
         global_batch_size = hparams.get("global_batch_size")

@@ -86,12 +86,12 @@ def init(
     if not local:
         assert info is not None
         trial_seed = int(info.trial.trial_seed)
-        exp_conf = info.trial._config
+        exp_conf = info.trial.config
         if hparams is None:
             hparams = info.trial.hparams
-        steps_completed = int(info.trial._steps_completed)
+        steps_completed = int(info.trial.steps_completed)
         num_gpus = len(info.gpu_uuids)
-        debug_enabled = bool(info.trial._debug)
+        debug_enabled = bool(info.trial.debug)
     else:
         seed = ((exp_conf or {}).get("reproducibility") or {}).get("experiment_seed")
         trial_seed = int(seed) if seed is not None else None
@@ -220,7 +220,7 @@ class Trainer:
                     "fit(latest_checkpoint=None) although the trial has a checkpoint: pass "
                     "latest_checkpoint=det.get_cluster_info().latest_checkpoint to resume"
                 )
-            steps_completed = int(self._info.trial._steps_completed)
+            steps_completed = int(self._info.trial.steps_completed)
             if max_length is None:
                 max_length = _max_length_from_searcher(searcher, global_batch_size)
                 if max_length is None:

@@ -36,7 +36,7 @@ class DeepSpeedTrialRunner:
                 "a legacy DeepSpeedTrial entrypoint runs as an experiment trial; off-cluster use "
                 "det.pytorch.deepspeed.init() and Trainer(trial, context).fit(max_length=...)"
             )
-        config: dict[str, Any] = dict(cluster_info.trial._config or {})
+        config: dict[str, Any] = dict(cluster_info.trial.config or {})
         hparams = dict(cluster_info.trial.hparams or {})
         with det_ds.init(hparams=hparams, exp_conf=config) as context:
             if context.distributed.rank != 0:

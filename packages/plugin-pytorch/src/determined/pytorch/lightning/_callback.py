@@ -102,7 +102,7 @@ class DetCallback(Checkpoint):
         searcher: Mapping[str, Any] = {}
         if self._on_cluster:
             assert info is not None
-            searcher = info.trial._config.get("searcher") or {}
+            searcher = info.trial.config.get("searcher") or {}
             if latest_checkpoint is None:
                 latest_checkpoint = info.latest_checkpoint
         self._latest_checkpoint = latest_checkpoint

@@ -168,7 +168,7 @@ def _trainer_kwargs(
     if info is None:
         return kwargs
     kwargs.setdefault("enable_progress_bar", False)  # trial logs are line-oriented
-    length, units = parse_max_length(dict(info.trial._config.get("searcher") or {}))
+    length, units = parse_max_length(dict(info.trial.config.get("searcher") or {}))
     if length is None:
         return kwargs
     if units == Unit.EPOCHS:
