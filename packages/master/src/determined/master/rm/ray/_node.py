@@ -38,7 +38,7 @@ import time
 import uuid
 from typing import IO, Any
 
-from determined.master.rm._local import _read_lines
+from determined.master.rm._process import read_lines
 
 FLUSH_INTERVAL_S = 0.05
 """How long ``poll`` gathers more lines after the first one arrived."""
@@ -244,7 +244,7 @@ class NodeRunner:
         try:
             if stream is not None:
                 with stream:
-                    for raw in _read_lines(stream):
+                    for raw in read_lines(stream):
                         text = raw.decode("utf-8", errors="replace")
                         self._lines.put((time.time(), stdtype, text))
         except OSError:

@@ -5,7 +5,8 @@ the pool's slots in the alive Ray nodes, decides which request may start (priori
 gang allocation, bounded backfilling). A request it starts becomes a placement group of one bundle
 per slot (``STRICT_PACK`` when it fits one node of the pool, ``SPREAD`` otherwise); once Ray has
 reserved every bundle the allocation is assigned, with one container per node of the placement.
-``launch`` then hands the allocation to a :class:`Runner` (``_run``).
+``launch`` then hands the allocation to a :class:`Runner` (``_run``). The queue, the scheduling
+thread and signal delivery are :class:`ThreadedResourceManager`'s.
 
 ``import ray`` happens in :meth:`RayResourceManager.start` only: a master on the local resource
 manager never imports it.
@@ -16,20 +17,14 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from determined.master.rm._base import ResourceManager
 from determined.master.rm._scheduler import PriorityScheduler, Start
-from determined.master.rm._types import (
-    UNSET,
-    AllocationRequest,
-    Assignment,
-    LaunchSpec,
-    ResourceManagerEvents,
-    Unset,
-)
-from determined.master.rm.ray import _cluster
+from determined.master.rm._threaded import DEFAULT_POOL, ThreadedResourceManager
+from determined.master.rm._types import AllocationRequest, Assignment, LaunchSpec
+from determined.master.rm.ray import _cluster, _placement
 from determined.master.rm.ray._agents import Agents
 from determined.master.rm.ray._config import RayConfig
 from determined.master.rm.ray._node import bundle_gpu_ids
@@ -39,51 +34,43 @@ logger = logging.getLogger("determined.master.rm")
 
 PLACEMENT_WAIT_S = 0.5
 """How long one wait for a placement group lasts before a withdrawal is checked again."""
+ZERO_SLOTS = (
+    "slots_per_trial 0: the Ray resource manager places trials on slots; ask for at least 1"
+)
+"""Why a CPU-only task (``slots_per_trial: 0``) is refused: Ray places bundles of slots."""
 REFRESH_S = 2.0
 """How often the view of the cluster is refreshed while requests wait (nodes join and leave)."""
 
 
-class RayResourceManager(ResourceManager):
+class RayResourceManager(ThreadedResourceManager):
     """Runs allocations on a Ray cluster (see the module docstring).
 
     Args:
         config: the parsed ``resource_manager`` section.
     """
 
+    waits_for_capacity = True  # a lost node may come back, an autoscaler may add some
+
     def __init__(self, config: RayConfig) -> None:
+        super().__init__("ray")
         self.config = config
         self._ray: Any = None
         self._owns_ray = False
         self._agents: Agents | None = None
         self._gpu_probe: Any = None
-        self._cond = threading.Condition()
-        self._dirty = True
-        self._closed = False
-        self._events: ResourceManagerEvents | None = None
-        self._thread: threading.Thread | None = None
-        self._schedulers: dict[str, PriorityScheduler] = {}
-        self._pool_of: dict[str, str] = {}
         self._nodes: list[_cluster.Node] = []
-        self._slot_type = "cpu"
         self._cpus_per_slot = 1.0
         self._placing: dict[str, Any] = {}
         self._placed: dict[str, Placed] = {}
-        self._assigned: dict[str, Assignment] = {}
-        self._all_placed: list[Placed] = []
 
     # -------------------------------------------------------------------------------------------
     # start-up and the view of the cluster
 
-    def start(self, events: ResourceManagerEvents) -> None:
-        """Connect to Ray (unless this process is connected already) and begin scheduling."""
+    def _connect(self) -> None:
+        """Connect to Ray (unless this process is connected already) and warm the node agents."""
         import ray
         import ray.util
 
-        with self._cond:
-            if self._closed:
-                raise RuntimeError("the resource manager is closed")
-            if self._thread is not None:
-                raise RuntimeError("the resource manager was started already")
         if not ray.is_initialized():
             address = None if self.config.address == "local" else self.config.address
             kwargs: dict[str, Any] = {"namespace": self.config.namespace, "log_to_driver": False}
@@ -103,12 +90,6 @@ class RayResourceManager(ResourceManager):
         self._refresh()
         for node in self._nodes:  # warm: the first trial on a node need not wait for its agent
             self._agents.get(node.node_id)
-        with self._cond:
-            self._events = events
-            self._thread = threading.Thread(
-                target=self._schedule_loop, name="det-rm-ray-scheduler", daemon=True
-            )
-            self._thread.start()
 
     def _refresh(self) -> None:
         """Re-read the alive nodes and resize every pool's scheduler to the slots they offer."""
@@ -135,131 +116,43 @@ class RayResourceManager(ResourceManager):
             _cluster.node_slots(n, self._slot_type, self._cpus_per_slot, pool) for n in self._nodes
         ]
 
-    # -------------------------------------------------------------------------------------------
-    # the queue
+    def _idle_timeout_locked(self) -> float | None:
+        """A look at the cluster every ``REFRESH_S`` while requests wait (nodes join and leave)."""
+        return REFRESH_S if any(s.queued() for s in self._schedulers.values()) else None
 
-    def submit(self, request: AllocationRequest) -> None:
-        """Queue ``request``; ValueError when it can never fit its pool or its id is in use."""
+    # -------------------------------------------------------------------------------------------
+    # requests
+
+    def _check_request(self, request: AllocationRequest) -> None:
         self.config.pool(request.resource_pool)
         if request.slots == 0:
-            raise ValueError(
-                "slots_per_trial 0: the Ray resource manager places trials on slots; ask for"
-                " at least 1"
-            )
-        with self._cond:
-            scheduler = self._schedulers[request.resource_pool]
-            # More slots than the pool has right now waits (a lost node may come back, an
-            # autoscaler may add some): ``validate`` refuses what can never fit at submission.
-            if request.slots <= scheduler.total_slots:
-                problem = scheduler.unschedulable_reason(request)
-                if problem is not None:
-                    raise ValueError(problem)
-            if request.allocation_id in self._pool_of:
-                raise ValueError(f"allocation_id {request.allocation_id!r} was submitted already")
-            scheduler.submit(request)
-            self._pool_of[request.allocation_id] = request.resource_pool
-            self._wake()
+            raise ValueError(ZERO_SLOTS)
 
-    def _too_big_locked(self, slots: int, pool_name: str) -> str | None:
-        return _cluster.too_big(slots, pool_name, self._slot_type, self._per_node_locked(pool_name))
-
-    def withdraw(self, allocation_id: str) -> None:
-        """Drop a queued request; one placed or being placed but never launched is released."""
-        with self._cond:
-            pool = self._pool_of.get(allocation_id)
-            if pool is None:
-                return
-            if self._schedulers[pool].withdraw(allocation_id):
-                self._pool_of.pop(allocation_id, None)
-                return
-            placed = self._placed.get(allocation_id)
-            if placed is None or placed.runner is None:
-                self._release_locked(allocation_id)
-
-    def release(self, allocation_id: str) -> None:
-        """Free the allocation's slots, kill what still runs and give its bundles back to Ray."""
-        with self._cond:
-            self._release_locked(allocation_id)
-
-    def _release_locked(self, allocation_id: str) -> None:
-        pool = self._pool_of.pop(allocation_id, None)
-        if pool is not None:
-            scheduler = self._schedulers[pool]
-            if not scheduler.withdraw(allocation_id):
-                scheduler.release(allocation_id)
-        self._assigned.pop(allocation_id, None)
-        pg = self._placing.pop(allocation_id, None)
-        placed = self._placed.pop(allocation_id, None)
-        if placed is not None:
-            placed.send(signal.SIGKILL)
-            pg = placed.pg
-        if pg is not None or placed is not None:
-            threading.Thread(
-                target=self._give_back,
-                args=(placed, pg),
-                name=f"det-rm-ray-release-{allocation_id}",
-                daemon=True,
-            ).start()
-        self._wake()
-
-    def _give_back(self, placed: Placed | None, pg: Any) -> None:
-        """Remove the placement group (after the runner is done with the allocation)."""
-        ray = self._ray
-        if placed is not None and placed.runner is not None:
-            placed.done.wait(30)
+    def _refusal(self, slots: int, resource_pool: str) -> str | None:
+        """Reads the cluster afresh, so the numbers in the message are the current ones."""
+        if slots == 0:
+            return ZERO_SLOTS
         try:
-            if pg is not None:
-                ray.util.remove_placement_group(pg)
-        except Exception:
-            logger.exception("ray: giving back a placement group failed")
-
-    def set_job_limits(
-        self,
-        job_id: str,
-        *,
-        priority: int | None = None,
-        weight: float | None = None,
-        max_slots: int | Unset | None = UNSET,
-    ) -> None:
-        """Change a job's priority, weight or ``max_slots`` in every pool; the queue is reconsidered."""
-        with self._cond:
-            for scheduler in self._schedulers.values():
-                scheduler.set_job_limits(
-                    job_id, priority=priority, weight=weight, max_slots=max_slots
-                )
-            self._wake()
-
-    def _wake(self) -> None:
-        self._dirty = True
-        self._cond.notify_all()
-
-    def _schedule_loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._dirty and not self._closed:
-                    waiting = any(s.queued() for s in self._schedulers.values())
-                    if not self._cond.wait(REFRESH_S if waiting else None) and waiting:
-                        break  # a periodic look at the cluster: nodes may have joined
-                if self._closed:
-                    return
-                self._dirty = False
+            self.config.pool(resource_pool)
+        except ValueError as exc:
+            return str(exc)
+        if self._ray is not None:
             try:
                 self._refresh()
             except Exception:
                 logger.exception("ray: reading the cluster's nodes failed")
-            with self._cond:
-                if self._closed:
-                    return
-                starts: list[tuple[str, Start]] = []
-                for name, scheduler in self._schedulers.items():
-                    starts.extend((name, start) for start in scheduler.schedule())
-                for _, start in starts:
-                    self._placing[start.request.allocation_id] = None
-            for name, start in starts:
-                self._place(name, start.request)
+        with self._cond:
+            return _cluster.too_big(
+                slots, resource_pool, self._slot_type, self._per_node_locked(resource_pool)
+            )
 
     # -------------------------------------------------------------------------------------------
     # placement
+
+    def _on_start_locked(self, pool: str, start: Start) -> Callable[[], None]:
+        """Reserve the request's bundles: a placement group, assigned once Ray has placed it."""
+        self._placing[start.request.allocation_id] = None
+        return partial(self._place, pool, start.request)
 
     def _place(self, pool_name: str, request: AllocationRequest) -> None:
         """Create the request's placement group and a thread that waits for it."""
@@ -267,13 +160,11 @@ class RayResourceManager(ResourceManager):
         with self._cond:
             pool = self.config.pool(pool_name)
             per_node = self._per_node_locked(pool_name)
-            bundles = _cluster.bundles(request.slots, self._slot_type, self._cpus_per_slot, pool)
-        strategy = _cluster.strategy(request.slots, per_node)
-        kwargs: dict[str, Any] = {"strategy": strategy, "name": f"det-{aid}"}
-        if pool.labels:
-            kwargs["bundle_label_selector"] = [dict(pool.labels) for _ in bundles]
+            slot_type, cpus_per_slot = self._slot_type, self._cpus_per_slot
         try:
-            pg = self._ray.util.placement_group(bundles, **kwargs)
+            pg = _placement.create(
+                self._ray, aid, request.slots, slot_type, cpus_per_slot, pool, per_node
+            )
         except Exception:
             logger.exception("ray: creating the placement group of %s failed", aid)
             with self._cond:
@@ -281,7 +172,7 @@ class RayResourceManager(ResourceManager):
             return
         with self._cond:
             if aid not in self._placing:  # released meanwhile
-                threading.Thread(target=self._give_back, args=(None, pg), daemon=True).start()
+                self._give_back_later(None, pg)
                 return
             self._placing[aid] = pg
         threading.Thread(
@@ -302,46 +193,18 @@ class RayResourceManager(ResourceManager):
             done, _ = ray.wait([ready], timeout=PLACEMENT_WAIT_S)
             if done:
                 break
+        with self._cond:
+            addresses = {n.node_id: n.address for n in self._nodes}
         try:
             ray.get(ready)
-            table = ray.util.placement_group_table(pg)
-            groups = _cluster.group_bundles(table["bundles_to_node_id"])
-            gpu_ids: dict[int, str] = {}
-            if self._slot_type == "cuda":
-                gpu_ids = self._probe_gpus(pg, len(table["bundles_to_node_id"]))
+            cuda = self._slot_type == "cuda"
+            containers = _placement.containers(ray, pg, self._gpu_probe, cuda, addresses)
         except Exception:
             logger.exception("ray: the placement group of %s failed", aid)
             with self._cond:
                 self._release_locked(aid)
             return
-        with self._cond:
-            addresses = {n.node_id: n.address for n in self._nodes}
-        containers = []
-        for node_id, indices in groups:
-            if self._slot_type == "cuda":
-                slot_ids = [int(gpu_ids[i]) if gpu_ids[i].isdigit() else i for i in indices]
-            else:
-                slot_ids = list(range(len(indices)))
-            containers.append(
-                Container(node_id, addresses.get(node_id, "127.0.0.1"), indices, slot_ids)
-            )
         self._assign(request, pg, containers)
-
-    def _probe_gpus(self, pg: Any, count: int) -> dict[int, str]:
-        """The GPU each bundle reserved (Ray fixes it when the group is placed)."""
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
-
-        refs = [
-            self._gpu_probe.options(
-                num_cpus=0,
-                num_gpus=1,
-                scheduling_strategy=PlacementGroupSchedulingStrategy(
-                    pg, placement_group_bundle_index=index
-                ),
-            ).remote()
-            for index in range(count)
-        ]
-        return {index: ids[0] for index, ids in enumerate(self._ray.get(refs))}
 
     def _assign(self, request: AllocationRequest, pg: Any, containers: list[Container]) -> None:
         aid = request.allocation_id
@@ -354,71 +217,70 @@ class RayResourceManager(ResourceManager):
         with self._cond:
             if aid not in self._placing:
                 if pg is not None:
-                    threading.Thread(target=self._give_back, args=(None, pg), daemon=True).start()
+                    self._give_back_later(None, pg)
                 return
             del self._placing[aid]
-            placed = Placed(aid, pg, containers)
-            self._placed[aid] = placed
-            self._assigned[aid] = assignment
+            self._placed[aid] = Placed(aid, pg, containers)
+            self._assigned_locked(assignment)
         self._notify("allocation_assigned", request, assignment)
 
-    def _notify(self, method: str, *args: Any) -> None:
-        events = self._events
-        if events is None:
-            return
-        try:
-            getattr(events, method)(*args)
-        except Exception:
-            logger.exception("resource manager event %s%r failed", method, args[:1])
-
     # -------------------------------------------------------------------------------------------
-    # processes
+    # processes and release
 
-    def launch(self, spec: LaunchSpec) -> None:
-        """Start the allocation's ranks on its nodes; the outcome arrives through the events."""
+    def _is_launched_locked(self, allocation_id: str) -> bool:
+        placed = self._placed.get(allocation_id)
+        return placed is not None and placed.runner is not None
+
+    def _launch_locked(self, spec: LaunchSpec, assignment: Assignment) -> threading.Event:
+        """Start the allocation's ranks on its nodes (a :class:`Runner` thread)."""
         aid = spec.allocation_id
-        with self._cond:
-            if self._closed:
-                raise RuntimeError("the resource manager is closed")
-            placed = self._placed.get(aid)
-            if placed is None:
-                raise ValueError(f"allocation_id {aid!r} is not assigned")
-            if placed.runner is not None:
-                raise ValueError(f"allocation_id {aid!r} was launched already")
-            if not placed.containers:
-                raise ValueError(
-                    f"allocation_id {aid!r}: the Ray resource manager runs only tasks with"
-                    " slots_per_trial >= 1"
-                )
-            runner = Runner(
-                self._ray,
-                self._agents,
-                placed,
-                spec,
-                self._notify,
-                self._cond,
-                self._slot_type == "cuda",
+        placed = self._placed[aid]
+        if not placed.containers:
+            raise ValueError(
+                f"allocation_id {aid!r}: the Ray resource manager runs only tasks with"
+                " slots_per_trial >= 1"
             )
-            placed.runner = threading.Thread(
-                target=runner.run, name=f"det-rm-ray-run-{aid}", daemon=True
-            )
-            self._all_placed = [p for p in self._all_placed if not p.done.is_set()]
-            self._all_placed.append(placed)
-            placed.runner.start()
+        runner = Runner(
+            self._ray,
+            self._agents,
+            placed,
+            spec,
+            self._notify,
+            self._cond,
+            self._slot_type == "cuda",
+        )
+        placed.runner = threading.Thread(
+            target=runner.run, name=f"det-rm-ray-run-{aid}", daemon=True
+        )
+        placed.runner.start()
+        return placed.done
 
-    def terminate(self, allocation_id: str) -> None:
-        """SIGTERM to the process group of the allocation on every node."""
-        self._signal(allocation_id, signal.SIGTERM)
+    def _signal_locked(self, allocation_id: str, signum: int) -> None:
+        """``signum`` to the process group of the allocation on every node."""
+        self._placed[allocation_id].send(signum)
 
-    def kill(self, allocation_id: str) -> None:
-        """SIGKILL to the process group of the allocation on every node."""
-        self._signal(allocation_id, signal.SIGKILL)
+    def _free_locked(self, allocation_id: str) -> None:
+        """Kill what still runs and give the allocation's bundles back to Ray."""
+        pg = self._placing.pop(allocation_id, None)
+        placed = self._placed.pop(allocation_id, None)
+        if placed is not None:
+            placed.send(signal.SIGKILL)
+            pg = placed.pg
+        if pg is not None or placed is not None:
+            self._give_back_later(placed, pg)
 
-    def _signal(self, allocation_id: str, signum: int) -> None:
-        with self._cond:
-            placed = self._placed.get(allocation_id)
-            if placed is not None and placed.runner is not None:
-                placed.send(signum)
+    def _give_back_later(self, placed: Placed | None, pg: Any) -> None:
+        threading.Thread(target=self._give_back, args=(placed, pg), daemon=True).start()
+
+    def _give_back(self, placed: Placed | None, pg: Any) -> None:
+        """Remove the placement group (after the runner is done with the allocation)."""
+        if placed is not None and placed.runner is not None:
+            placed.done.wait(30)
+        try:
+            if pg is not None:
+                self._ray.util.remove_placement_group(pg)
+        except Exception:
+            logger.exception("ray: giving back a placement group failed")
 
     def reap_orphan(self, pid: int, *, allocation_id: str | None = None) -> bool:
         """Nothing to reap: the node actors belong to this master's Ray driver, so Ray ends them
@@ -426,36 +288,27 @@ class RayResourceManager(ResourceManager):
         return False
 
     # -------------------------------------------------------------------------------------------
-    # description, validation, shutdown
-
-    def slot_count(self) -> int:
-        """Slots of the ``default`` pool in the alive nodes (as last seen)."""
-        with self._cond:
-            return sum(self._per_node_locked("default"))
-
-    @property
-    def slot_type(self) -> str:
-        """``"cuda"`` or ``"cpu"``."""
-        return self._slot_type
+    # description, shutdown
 
     def describe(self) -> dict[str, Any]:
         """``{"type": "ray", "address", "slots", "slot_type", "used", "queued", "running",
         "nodes", "pools"}`` from the last view of the cluster (no Ray call)."""
         with self._cond:
-            pools = {}
-            for name, scheduler in self._schedulers.items():
-                pools[name] = {
+            pools = {
+                name: {
                     "slots": scheduler.total_slots,
                     "used": scheduler.used_slots(),
                     "queued": len(scheduler.queued()),
                 }
-            default = self._schedulers.get("default")
+                for name, scheduler in self._schedulers.items()
+            }
+            default = pools.get(DEFAULT_POOL, {"slots": 0, "used": 0})
             return {
                 "type": "ray",
                 "address": self.config.address,
-                "slots": default.total_slots if default else 0,
+                "slots": default["slots"],
                 "slot_type": self._slot_type,
-                "used": default.used_slots() if default else 0,
+                "used": default["used"],
                 "queued": sum(p["queued"] for p in pools.values()),
                 "running": sum(1 for p in self._placed.values() if p.runner is not None),
                 "nodes": [
@@ -471,53 +324,13 @@ class RayResourceManager(ResourceManager):
                 "pools": pools,
             }
 
-    def validate(
-        self, slots: int, *, max_slots: int | None = None, resource_pool: str = "default"
-    ) -> str | None:
-        """Why a request for ``slots`` could never start on this Ray cluster, else ``None``.
-
-        Reads the cluster afresh, so the numbers in the message are the current ones.
-        """
-        if not isinstance(slots, int) or isinstance(slots, bool) or slots < 0:
-            return f"slots_per_trial must be an int >= 0, got {slots!r}"
-        if slots == 0:
-            return (
-                "slots_per_trial 0: the Ray resource manager places trials on slots;"
-                " ask for at least 1"
-            )
-        try:
-            self.config.pool(resource_pool)
-        except ValueError as exc:
-            return str(exc)
-        if self._ray is not None:
-            try:
-                self._refresh()
-            except Exception:
-                logger.exception("ray: reading the cluster's nodes failed")
-        with self._cond:
-            problem = self._too_big_locked(slots, resource_pool)
-        if problem is None and max_slots is not None and slots > max_slots:
-            problem = f"slots_per_trial {slots} exceeds resources.max_slots {max_slots}"
-        return problem
-
     def close(self, timeout: float = 10.0) -> None:
         """Stop scheduling, kill every allocation's ranks, remove the placement groups, and
         disconnect from Ray when this resource manager connected."""
         with self._cond:
-            self._closed = True
-            self._cond.notify_all()
-            placed = list(self._all_placed)
-            for item in self._placed.values():
-                if item.runner is not None:
-                    item.send(signal.SIGKILL)
             groups = [p.pg for p in self._placed.values()]
             groups += [pg for pg in self._placing.values() if pg is not None]
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout)
-        deadline = time.monotonic() + timeout
-        for item in placed:
-            item.done.wait(max(0.0, deadline - time.monotonic()))
+        super().close(timeout)
         ray = self._ray
         if ray is None:
             return
