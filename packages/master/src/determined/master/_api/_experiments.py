@@ -10,7 +10,6 @@ from fastapi import APIRouter, Depends, Request
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from determined.client._trial_sort import check_trial_sort, sort_trial_json
 from determined.master._api import _serialize
 from determined.master._api._deps import (
     Principal,
@@ -20,6 +19,7 @@ from determined.master._api._deps import (
     json_body,
     master_of,
 )
+from determined.master._api._trial_sort import check_trial_sort, sort_trial_json
 from determined.master._core._context import ContextError, pack_files
 from determined.master._wire import TERMINAL_STATES, APIError, get, pagination, sub_object, unstate
 from determined.master.db import Checkpoint, Experiment, Metric, Run, User

@@ -1,6 +1,6 @@
 """How trials sort: the ``sortBy`` values of ``GET /api/v1/experiments/{id}/trials``.
 
-The master sorts with it before it pages; the SDK passes ``sortBy`` through. As upstream, the two
+The master sorts with it before it pages (clients only pass ``sortBy`` through). As upstream, the two
 validation sorts use the *signed* searcher metric (negated when larger is better), so ascending order
 lists the best trials first whichever way the metric points; ties and every other sort fall back to
 the trial id in the same direction. Trials without a value come last in either order.
