@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import copy
 import enum
-import hashlib
 import json
 import logging
 import os
@@ -23,15 +22,21 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from determined.core._checkpoint_sharding import (
+    METADATA_FILE,
+    Selector,
+    list_resources,
+    plan_sharded_upload,
+    select_resources,
+    shared_download_selector,
+)
+
 if TYPE_CHECKING:
     from determined.core._api import TrialAPI
     from determined.core._distributed import DistributedContext
     from determined.storage import StorageManager
 
 logger = logging.getLogger("determined.core")
-
-Selector = Callable[[str], bool]
-METADATA_FILE = "metadata.json"
 
 
 class DownloadMode(enum.Enum):
@@ -75,24 +80,6 @@ def merge_metadata(all_metadata: list[dict[str, Any]]) -> dict[str, Any]:
         if metadata:
             merge(merged, metadata, "")
     return merged
-
-
-def _list_directory(storage: StorageManager, root: pathlib.Path) -> dict[str, int]:
-    return dict(storage.list_directory(root))
-
-
-def _select(resources: dict[str, int], selector: Selector | None) -> dict[str, int]:
-    if selector is None:
-        return resources
-    return {path: size for path, size in resources.items() if selector(path)}
-
-
-def _md5(path: pathlib.Path) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
-    with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 class CheckpointContext:
@@ -153,7 +140,7 @@ class CheckpointContext:
             metadata = dict(metadata or {})
             self._check_metadata(metadata)
             root = pathlib.Path(ckpt_dir)
-            resources = _select(_list_directory(self._storage_manager, root), selector)
+            resources = select_resources(list_resources(self._storage_manager, root), selector)
             storage_id = str(uuid.uuid4())
             self._storage_manager.upload(
                 root, storage_id, paths=set(resources) if selector else None
@@ -167,7 +154,7 @@ class CheckpointContext:
         merged = self._merge_metadata_or_fail(metadata)
         if self._dist.rank == 0:
             self._check_metadata(merged)
-        mine = self._plan_sharded_upload(shard_root, selector)
+        mine = plan_sharded_upload(self._dist, self._storage_manager, shard_root, selector)
         if mine:
             assert shard_root is not None
             self._storage_manager.upload(shard_root, storage_id, paths=set(mine))
@@ -177,47 +164,6 @@ class CheckpointContext:
             resources[METADATA_FILE] = self._write_metadata_file(storage_id, merged)
             self._report(storage_id, resources, merged)
         return str(storage_id)
-
-    def _plan_sharded_upload(
-        self, root: pathlib.Path | None, selector: Selector | None
-    ) -> dict[str, int]:
-        """Decide, identically on every rank, which files this rank uploads."""
-        identity = None
-        listing: dict[str, int] = {}
-        if root is not None:
-            st = root.stat()
-            identity = (st.st_dev, st.st_ino)
-            listing = _select(_list_directory(self._storage_manager, root), selector)
-            listing.pop(METADATA_FILE, None)
-        identities = self._dist.allgather((identity, selector is not None))
-        # Ranks pointing at one directory upload it once (the lowest rank), unless they use selectors.
-        if identity is not None and selector is None:
-            first = next(r for r, (ident, _) in enumerate(identities) if ident == identity)
-            if first != self._dist.rank:
-                listing = {}
-        listings = self._dist.allgather(listing)
-        owners: dict[str, list[int]] = {}
-        for rank, other in enumerate(listings):
-            for path in other:
-                owners.setdefault(path, []).append(rank)
-        errors = []
-        dirs = {p for p in owners if p.endswith("/")}
-        for path in owners:
-            if not path.endswith("/") and path + "/" in dirs:
-                errors.append(f"{path} is a file on one rank and a directory on another")
-        shared = sorted(p for p, ranks in owners.items() if len(ranks) > 1 and not p.endswith("/"))
-        digests: dict[str, str] = {}
-        if root is not None:
-            digests = {p: _md5(root / p) for p in shared if p in listing}
-        all_digests = self._dist.allgather(digests)
-        for path in shared:
-            if len({d[path] for d in all_digests if path in d}) > 1:
-                errors.append(f"{path} differs between ranks {owners[path]}")
-        if errors:
-            raise RuntimeError(
-                "refusing to upload with files conflicts: " + "; ".join(sorted(errors))
-            )
-        return {p: s for p, s in listing.items() if owners[p][0] == self._dist.rank}
 
     def _merge_metadata_or_fail(self, metadata: dict[str, Any] | None) -> dict[str, Any]:
         gathered = self._dist.allgather(dict(metadata or {}))
@@ -273,7 +219,7 @@ class CheckpointContext:
                 self._finish_store(path, storage_id, merged)
             self._dist.allgather(None)
             return
-        mine = self._plan_sharded_upload(path, None)
+        mine = plan_sharded_upload(self._dist, self._storage_manager, path, None)
         if mine:
             self._storage_manager.upload(path, storage_id, paths=set(mine))
         all_resources = self._dist.allgather(mine)
@@ -285,7 +231,7 @@ class CheckpointContext:
 
     def _finish_store(self, path: pathlib.Path, storage_id: str, metadata: dict[str, Any]) -> None:
         (path / METADATA_FILE).write_text(json.dumps(metadata, indent=2))
-        resources = _list_directory(self._storage_manager, path)
+        resources = list_resources(self._storage_manager, path)
         self._storage_manager.post_store_path(path, storage_id)
         self._report(storage_id, resources, metadata)
 
@@ -335,7 +281,7 @@ class CheckpointContext:
         if download_mode == DownloadMode.NoSharedDownload:
             self._storage_manager.download(storage_id, pathlib.Path(ckpt_dir), selector=selector)
             return
-        wanted = self._vote(storage_id, selector)
+        wanted = shared_download_selector(self._dist, self._storage_manager, storage_id, selector)
         error = None
         if self._dist.local_rank == 0:
             try:
@@ -363,7 +309,7 @@ class CheckpointContext:
             with self._storage_manager.restore_path(storage_id, selector=selector) as path:
                 yield pathlib.Path(path)
             return
-        wanted = self._vote(storage_id, selector)
+        wanted = shared_download_selector(self._dist, self._storage_manager, storage_id, selector)
         if self._dist.local_rank != 0:
             shared = self._dist.broadcast_local(None)
             if isinstance(shared, str) and shared.startswith("error:"):
@@ -387,19 +333,6 @@ class CheckpointContext:
                 self._dist.gather_local(None)  # wait for every local rank to leave the block
             finally:
                 manager.__exit__(None, None, None)
-
-    def _vote(self, storage_id: str, selector: Selector | None) -> Selector | None:
-        """Combine every local rank's selector: a file is fetched when any local rank wants it."""
-        any_selector = any(self._dist.allgather_local(selector is not None))
-        if not any_selector:
-            return None
-        candidates = None
-        if self._dist.local_rank == 0:
-            candidates = sorted(self._storage_manager.list_files(storage_id))
-        candidates = self._dist.broadcast_local(candidates)
-        mine = {p for p in candidates if selector is None or selector(p)}
-        union: set[str] = set().union(*self._dist.allgather_local(mine))
-        return lambda path: path in union
 
     # ---- other ----------------------------------------------------------------------------------
     def delete(self, storage_id: str) -> None:

@@ -13,7 +13,6 @@ keyed by ``DET_COLLECTIVE_KEY``. A context of size 1 opens no socket, so the all
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -21,55 +20,103 @@ import types
 from typing import TYPE_CHECKING, Any
 
 from determined._errors import CollectiveError
-from determined.core import _collective
+from determined.core import _collective, _distributed_env
+from determined.core._distributed_env import (
+    CHIEF_IP_ENV,
+    DEFAULT_TIMEOUT,
+    INTER_TRAIN_PROCESS_COMM_PORT_1,
+    INTER_TRAIN_PROCESS_COMM_PORT_2,
+    PORT_ENV,
+    TIMEOUT_ENV,
+)
 
 if TYPE_CHECKING:
     import tensorflow as tf
 
-INTER_TRAIN_PROCESS_COMM_PORT_1 = 12360
-INTER_TRAIN_PROCESS_COMM_PORT_2 = INTER_TRAIN_PROCESS_COMM_PORT_1 + 16
-DEFAULT_TIMEOUT = 1800.0
-TIMEOUT_ENV = "DET_COLLECTIVE_TIMEOUT"
-PORT_ENV = "DET_COLLECTIVE_PORT"
-CHIEF_IP_ENV = "DET_CHIEF_IP"
+__all__ = [
+    "CHIEF_IP_ENV",
+    "DEFAULT_TIMEOUT",
+    "INTER_TRAIN_PROCESS_COMM_PORT_1",
+    "INTER_TRAIN_PROCESS_COMM_PORT_2",
+    "PORT_ENV",
+    "TIMEOUT_ENV",
+    "DistributedContext",
+]
+
+Group = _collective.Hub | _collective.Spoke
 
 
-def _default_timeout() -> float:
-    raw = os.environ.get(TIMEOUT_ENV)
-    if not raw:
-        return DEFAULT_TIMEOUT
+def _run_collective(group: Group | None, name: str, payload: Any, answer: str) -> tuple[bool, Any]:
+    """Run one collective on ``group``; returns (is_hub, result).
+
+    ``answer`` picks what the hub sends back to the spokes: ``"all"`` values, the ``"first"`` (the
+    hub's own) or ``"none"``.
+    """
+    if group is None:
+        raise CollectiveError(f"{name} failed: this DistributedContext is closed")
+    if isinstance(group, _collective.Spoke):
+        return False, group.collective(name, payload)
+    values = group.collective(name, payload)
+    if answer == "all":
+        group.reply(name, values)
+    elif answer == "first":
+        group.reply(name, values[0])
+    else:
+        group.reply(name, None)
+    return True, values
+
+
+def _connect_local(
+    context: DistributedContext, global_group: Group, key: bytes, force_tcp: bool
+) -> tuple[Group, str | None]:
+    """Connect this node's ranks to their local chief; returns the group and the chief's temp dir.
+
+    Each node's local chief listens on a node-private endpoint (a unix socket in a temporary
+    directory, or TCP on 127.0.0.1 with ``force_tcp``) and tells the others where over the global
+    group.
+    """
+    timeout = context._timeout
+    address: _collective.Address | None = None
+    listener = None
+    tempdir = None
+    if context.local_rank == 0:
+        if force_tcp:
+            listener = _collective.listen(("127.0.0.1", 0))
+        else:
+            tempdir = tempfile.mkdtemp(prefix="det-ipc-")
+            listener = _collective.listen(os.path.join(tempdir, "local.sock"))
+        address = _collective.bound_address(listener)
     try:
-        value = float(raw)
-    except ValueError:
-        raise ValueError(f"{TIMEOUT_ENV} must be a number of seconds, not {raw!r}") from None
-    if value <= 0:
-        raise ValueError(f"{TIMEOUT_ENV} must be positive, not {raw!r}")
-    return value
-
-
-def _env_port() -> int:
-    """The chief's port for the from_* constructors: ``DET_COLLECTIVE_PORT`` or 12360."""
-    raw = os.environ.get(PORT_ENV)
-    if not raw:
-        return INTER_TRAIN_PROCESS_COMM_PORT_1
-    try:
-        return int(raw)
-    except ValueError:
-        raise ValueError(f"{PORT_ENV} must be a port number, not {raw!r}") from None
-
-
-def _env_int(*names: str) -> int:
-    """The first of ``names`` set in the environment, as an int; ValueError naming them otherwise."""
-    for name in names:
-        raw = os.environ.get(name)
-        if raw is not None and raw != "":
-            try:
-                return int(raw)
-            except ValueError:
-                raise ValueError(
-                    f"environment variable {name} must be an integer, not {raw!r}"
-                ) from None
-    raise ValueError(f"environment variable {' or '.join(names)} is not set")
+        mine = (context.cross_rank, context.local_rank, context.rank, address)
+        everyone = _run_collective(global_group, "allgather", mine, "all")[1]
+        if listener is not None:
+            hub = _collective.Hub(listener, context.local_size, context.rank, key, timeout)
+            hub.accept_all()
+            return hub, tempdir
+    except BaseException:
+        if listener is not None:
+            listener.close()
+        if tempdir is not None:
+            shutil.rmtree(tempdir, ignore_errors=True)
+        raise
+    chiefs = [(r, a) for c, lr, r, a in everyone if c == context.cross_rank and lr == 0]
+    if len(chiefs) != 1:
+        raise CollectiveError(
+            f"DistributedContext: node {context.cross_rank} has {len(chiefs)} ranks with local_rank 0"
+        )
+    hub_rank, hub_address = chiefs[0]
+    if isinstance(hub_address, list):
+        hub_address = tuple(hub_address)
+    spoke = _collective.Spoke(
+        hub_address,
+        context.local_rank,
+        context.local_size,
+        context.rank,
+        hub_rank,
+        key,
+        timeout,
+    )
+    return spoke, None
 
 
 class DistributedContext:
@@ -145,7 +192,9 @@ class DistributedContext:
                     f"DistributedContext: {index}={getattr(self, index)} is out of range for "
                     f"{count}={getattr(self, count)}"
                 )
-        self._timeout = float(timeout) if timeout is not None else _default_timeout()
+        self._timeout = (
+            float(timeout) if timeout is not None else _distributed_env.default_timeout()
+        )
         if self._timeout <= 0:
             raise ValueError(f"DistributedContext: timeout must be positive, not {timeout!r}")
         if self.local_size != self.size and not chief_ip:
@@ -184,40 +233,8 @@ class DistributedContext:
             self._global = _collective.Spoke(
                 (self._chief_ip, self._port), self.rank, self.size, self.rank, 0, key, self._timeout
             )
-        if self.local_size < 2:
-            return
-        # Each node's local chief listens on a node-private endpoint and tells the others where.
-        address: _collective.Address | None = None
-        listener = None
-        if self._is_local_chief:
-            if self._force_tcp:
-                listener = _collective.listen(("127.0.0.1", 0))
-            else:
-                self._tempdir = tempfile.mkdtemp(prefix="det-ipc-")
-                listener = _collective.listen(os.path.join(self._tempdir, "local.sock"))
-            address = _collective.bound_address(listener)
-        try:
-            everyone = self.allgather((self.cross_rank, self.local_rank, self.rank, address))
-        except BaseException:
-            if listener is not None:
-                listener.close()
-            raise
-        if listener is not None:
-            hub = _collective.Hub(listener, self.local_size, self.rank, key, self._timeout)
-            self._local = hub
-            hub.accept_all()
-            return
-        chiefs = [(r, a) for c, lr, r, a in everyone if c == self.cross_rank and lr == 0]
-        if len(chiefs) != 1:
-            raise CollectiveError(
-                f"DistributedContext: node {self.cross_rank} has {len(chiefs)} ranks with local_rank 0"
-            )
-        hub_rank, hub_address = chiefs[0]
-        if isinstance(hub_address, list):
-            hub_address = tuple(hub_address)
-        self._local = _collective.Spoke(
-            hub_address, self.local_rank, self.local_size, self.rank, hub_rank, key, self._timeout
-        )
+        if self.local_size >= 2:
+            self._local, self._tempdir = _connect_local(self, self._global, key, self._force_tcp)
 
     # -- identity ------------------------------------------------------------------------------
 
@@ -247,58 +264,39 @@ class DistributedContext:
 
     # -- collectives ---------------------------------------------------------------------------
 
-    def _run(
-        self,
-        group: _collective.Hub | _collective.Spoke | None,
-        name: str,
-        payload: Any,
-        answer: str,
-    ) -> tuple[bool, Any]:
-        """Run one collective; returns (is_hub, result). ``answer`` picks what the hub sends back."""
-        if group is None:
-            raise CollectiveError(f"{name} failed: this DistributedContext is closed")
-        if isinstance(group, _collective.Spoke):
-            return False, group.collective(name, payload)
-        values = group.collective(name, payload)
-        if answer == "all":
-            group.reply(name, values)
-        elif answer == "first":
-            group.reply(name, values[0])
-        else:
-            group.reply(name, None)
-        return True, values
-
     def allgather(self, x: Any) -> list[Any]:
         """Every rank's ``x``, ordered by rank, on every rank."""
         if self.size < 2:
             return [x]
-        return list(self._run(self._global, "allgather", x, "all")[1])
+        return list(_run_collective(self._global, "allgather", x, "all")[1])
 
     def gather(self, x: Any) -> list[Any] | None:
         """Every rank's ``x``, ordered by rank, on the chief; ``None`` on the other ranks."""
         if self.size < 2:
             return [x]
-        is_hub, values = self._run(self._global, "gather", x, "none")
+        is_hub, values = _run_collective(self._global, "gather", x, "none")
         return list(values) if is_hub else None
 
     def broadcast(self, x: Any) -> Any:
         """The chief's ``x`` on every rank (the other ranks' ``x`` is ignored)."""
         if self.size < 2:
             return x
-        is_hub, value = self._run(self._global, "broadcast", x if self._is_chief else None, "first")
+        is_hub, value = _run_collective(
+            self._global, "broadcast", x if self._is_chief else None, "first"
+        )
         return value[0] if is_hub else value
 
     def allgather_local(self, x: Any) -> list[Any]:
         """Every local rank's ``x`` on this node, ordered by local rank."""
         if self.local_size < 2:
             return [x]
-        return list(self._run(self._local, "allgather_local", x, "all")[1])
+        return list(_run_collective(self._local, "allgather_local", x, "all")[1])
 
     def gather_local(self, x: Any) -> list[Any] | None:
         """This node's ``x`` values, ordered by local rank, on the local chief; ``None`` elsewhere."""
         if self.local_size < 2:
             return [x]
-        is_hub, values = self._run(self._local, "gather_local", x, "none")
+        is_hub, values = _run_collective(self._local, "gather_local", x, "none")
         return list(values) if is_hub else None
 
     def broadcast_local(self, x: Any = None) -> Any:
@@ -306,7 +304,7 @@ class DistributedContext:
         if self.local_size < 2:
             return x
         payload = x if self._is_local_chief else None
-        is_hub, value = self._run(self._local, "broadcast_local", payload, "first")
+        is_hub, value = _run_collective(self._local, "broadcast_local", payload, "first")
         return value[0] if is_hub else value
 
     # -- lifecycle -----------------------------------------------------------------------------
@@ -347,45 +345,18 @@ class DistributedContext:
     def from_torch_distributed(cls, chief_ip: str | None = None) -> DistributedContext:
         """From the variables torchrun sets (``RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE GROUP_RANK
         GROUP_WORLD_SIZE``); the chief's address defaults to ``DET_CHIEF_IP``."""
-        return cls(
-            rank=_env_int("RANK"),
-            size=_env_int("WORLD_SIZE"),
-            local_rank=_env_int("LOCAL_RANK"),
-            local_size=_env_int("LOCAL_WORLD_SIZE"),
-            cross_rank=_env_int("GROUP_RANK"),
-            cross_size=_env_int("GROUP_WORLD_SIZE"),
-            chief_ip=chief_ip or os.environ.get(CHIEF_IP_ENV),
-            pub_port=_env_port(),
-        )
+        return cls(**_distributed_env.torch_distributed_ranks(chief_ip))
 
     @classmethod
     def from_deepspeed(cls, chief_ip: str | None = None) -> DistributedContext:
         """From the variables the DeepSpeed launcher sets (``RANK WORLD_SIZE LOCAL_RANK LOCAL_SIZE
         CROSS_RANK CROSS_SIZE``; torchrun's names are accepted as fallbacks)."""
-        return cls(
-            rank=_env_int("RANK"),
-            size=_env_int("WORLD_SIZE"),
-            local_rank=_env_int("LOCAL_RANK"),
-            local_size=_env_int("LOCAL_SIZE", "LOCAL_WORLD_SIZE"),
-            cross_rank=_env_int("CROSS_RANK", "GROUP_RANK"),
-            cross_size=_env_int("CROSS_SIZE", "GROUP_WORLD_SIZE"),
-            chief_ip=chief_ip or os.environ.get(CHIEF_IP_ENV),
-            pub_port=_env_port(),
-        )
+        return cls(**_distributed_env.deepspeed_ranks(chief_ip))
 
     @classmethod
     def from_horovod(cls, hvd: Any, chief_ip: str | None = None) -> DistributedContext:
         """From an initialised ``horovod.torch`` or ``horovod.tensorflow`` module ``hvd``."""
-        return cls(
-            rank=hvd.rank(),
-            size=hvd.size(),
-            local_rank=hvd.local_rank(),
-            local_size=hvd.local_size(),
-            cross_rank=hvd.cross_rank(),
-            cross_size=hvd.cross_size(),
-            chief_ip=chief_ip or os.environ.get(CHIEF_IP_ENV),
-            pub_port=_env_port(),
-        )
+        return cls(**_distributed_env.horovod_ranks(hvd, chief_ip))
 
     @classmethod
     def from_tf_config(cls) -> tuple[DistributedContext, tf.distribute.Strategy]:
@@ -396,32 +367,9 @@ class DistributedContext:
         """
         import tensorflow as tf
 
-        raw = os.environ.get("TF_CONFIG")
-        config = json.loads(raw) if raw else {}
-        task = config.get("task") or {"type": "worker", "index": 0}
-        if task.get("type") != "worker":
-            raise ValueError(f"TF_CONFIG: task.type must be 'worker', not {task.get('type')!r}")
-        workers = (config.get("cluster") or {}).get("worker") or []
-        if len(workers) > 1:
-            index = int(task.get("index", 0))
-            if not 0 <= index < len(workers):
-                raise ValueError(
-                    f"TF_CONFIG: task.index {index} is out of range for {len(workers)} workers"
-                )
-            # Workers sharing a host are one node (local ranks); hosts are numbered in order.
-            hosts = [str(worker).rsplit(":", 1)[0] for worker in workers]
-            nodes = list(dict.fromkeys(hosts))
-            peers = [i for i, host in enumerate(hosts) if host == hosts[index]]
-            context = cls(
-                rank=index,
-                size=len(workers),
-                local_rank=peers.index(index),
-                local_size=len(peers),
-                cross_rank=nodes.index(hosts[index]),
-                cross_size=len(nodes),
-                chief_ip=hosts[0],
-                pub_port=_env_port(),
-            )
+        ranks = _distributed_env.tf_config_ranks()
+        if ranks is not None:
+            context = cls(**ranks)
             strategy: tf.distribute.Strategy = tf.distribute.MultiWorkerMirroredStrategy()
             return context, strategy
         if len(tf.config.list_physical_devices("GPU")) > 1:
