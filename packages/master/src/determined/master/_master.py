@@ -142,7 +142,6 @@ class Master:
             self.db,
             self.rm,
             self.data_dir,
-            self.config.checkpoint_storage_config(),
             self.cluster_id,
         )
         sock = socket.socket(socket.AF_INET6 if ":" in self.config.host else socket.AF_INET)
@@ -160,7 +159,7 @@ class Master:
         self.url = f"http://{connect_host}:{self.port}"
         self.manager.master_url = self.url
         self.manager.start_dispatcher()
-        self.rm.start(self.manager)
+        self.rm.start(self.manager.events)
         self.manager.recover()
         app = create_app(self)
         config = uvicorn.Config(

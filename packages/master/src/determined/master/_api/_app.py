@@ -130,7 +130,7 @@ def create_app(master: Master) -> FastAPI:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
-        master.manager.loop = asyncio.get_running_loop()
+        master.manager.allocations.loop = asyncio.get_running_loop()
         yield
 
     app = FastAPI(

@@ -17,6 +17,10 @@ from determined.master._wire import APIError, as_utc
 from determined.master.db import Allocation, Run, User, UserSession, utcnow
 
 if TYPE_CHECKING:
+    from determined.master._core._allocations import Allocations
+    from determined.master._core._experiments import Experiments
+    from determined.master._core._metrics_writer import MetricsWriter
+    from determined.master._core._searcher_ops import SearcherOperations
     from determined.master._master import Master
 
 
@@ -31,6 +35,26 @@ class Principal:
 
 def master_of(request: Request) -> Master:
     return request.app.state.master  # type: ignore[no-any-return]
+
+
+def experiments_of(request: Request) -> Experiments:
+    """The experiments service: every change to experiments and trials goes through it."""
+    return master_of(request).manager.experiments
+
+
+def allocations_of(request: Request) -> Allocations:
+    """The allocations service: preemption signals and their acknowledgements."""
+    return master_of(request).manager.allocations
+
+
+def searcher_operations_of(request: Request) -> SearcherOperations:
+    """The searcher-operations protocol of running trials."""
+    return master_of(request).manager.searcher_operations
+
+
+def metrics_writer_of(request: Request) -> MetricsWriter:
+    """The group-commit writer of metric reports."""
+    return master_of(request).manager.metrics_writer
 
 
 def loads(raw: bytes) -> Any:

@@ -15,12 +15,14 @@ from determined.master._api._deps import (
     Principal,
     authenticate,
     bool_param,
+    experiments_of,
     int_param,
     json_body,
     master_of,
 )
 from determined.master._api._trial_sort import check_trial_sort, sort_trial_json
 from determined.master._core._context import ContextError, pack_files
+from determined.master._core._experiments import ExperimentPatch
 from determined.master._wire import TERMINAL_STATES, APIError, get, pagination, sub_object, unstate
 from determined.master.db import Checkpoint, Experiment, Metric, Run, User
 
@@ -116,22 +118,15 @@ def create_experiment(
             "configWarnings": config_warnings,
         }
     activate = bool_param(get(body, "activate"), False)
-    manager = master.manager
-    with manager.txn() as session:
-        owner = session.get(User, principal.user.id)
-        if owner is None:
-            raise APIError(401, "the calling user no longer exists")
-        exp = manager.create_experiment(
-            session,
-            owner=owner,
-            config=config,
-            original=original,
-            model_definition=tarball,
-            activate=activate,
-            parent_id=parent_id,
-            project_id=project_id,
-        )
-        exp_id = exp.id
+    exp_id = experiments_of(request).create(
+        owner_id=principal.user.id,
+        config=config,
+        original=original,
+        model_definition=tarball,
+        activate=activate,
+        parent_id=parent_id,
+        project_id=project_id,
+    )
     with master.db.read() as session:
         exp = _get_exp(session, exp_id)
         return {
@@ -236,90 +231,64 @@ def patch_experiment(
     principal: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Change name, description, notes, labels, scheduling limits or the checkpoint GC policy."""
-    master = master_of(request)
-    patch = sub_object(body, "experiment")
-    manager = master.manager
-    with manager.txn() as session:
-        exp = _get_exp(session, experiment_id)
-        config = dict(exp.config)
-        if get(patch, "name") is not None:
-            name = get(patch, "name")
-            if not isinstance(name, str) or not name.strip():
-                raise APIError(400, "name: must be a non-empty string")
-            config["name"] = name
-        if get(patch, "description") is not None:
-            config["description"] = str(get(patch, "description"))
-        if get(patch, "notes") is not None:
-            exp.notes = str(get(patch, "notes"))
-        if get(patch, "labels") is not None:
-            labels = get(patch, "labels")
-            if not isinstance(labels, list) or not all(isinstance(x, str) for x in labels):
-                raise APIError(400, "labels: must be a list of strings")
-            exp.labels = list(dict.fromkeys(labels))
-            config["labels"] = exp.labels
-        resources = get(patch, "resources")
-        if isinstance(resources, dict):
-            res = dict(config.get("resources") or {})
-            kwargs: dict[str, Any] = {}
-            if get(resources, "max_slots") is not None:
-                exp.max_slots = int_param(get(resources, "max_slots"), "resources.maxSlots")
-                res["max_slots"] = exp.max_slots
-                kwargs["max_slots"] = exp.max_slots
-            if get(resources, "weight") is not None:
-                exp.weight = float(get(resources, "weight"))
-                res["weight"] = exp.weight
-                kwargs["weight"] = exp.weight
-            if get(resources, "priority") is not None:
-                priority = int_param(get(resources, "priority"), "resources.priority")
-                if priority is None or not 1 <= priority <= 99:
-                    raise APIError(400, "resources.priority: must be between 1 and 99")
-                exp.priority = priority
-                res["priority"] = priority
-                kwargs["priority"] = priority
-            config["resources"] = res
-            job_id = exp.job_id
-            if kwargs:
-                manager.effect(lambda: master.rm.set_job_limits(job_id, **kwargs))
-        storage = get(patch, "checkpoint_storage")
-        if isinstance(storage, dict):
-            cs = dict(config.get("checkpoint_storage") or {})
-            for key in ("save_experiment_best", "save_trial_best", "save_trial_latest"):
-                value = get(storage, key)
-                if value is not None:
-                    number = int_param(value, f"checkpointStorage.{key}")
-                    if number is None or number < 0:
-                        raise APIError(400, f"checkpointStorage.{key}: must be >= 0")
-                    cs[key] = number
-            config["checkpoint_storage"] = cs
-            if exp.state in TERMINAL_STATES:
-                # Like upstream (`det e set gc-policy`), a finished experiment is collected at once
-                # under its new policy; a running one is collected when it ends.
-                gc_exp_id = exp.id
-                manager.effect(lambda: manager._start_gc(gc_exp_id))
-        exp.config = config
-        session.flush()
-        return {"experiment": _serialize.experiment(session, exp, full=True)}
+    experiments_of(request).patch(experiment_id, _parse_patch(sub_object(body, "experiment")))
+    with master_of(request).db.read() as session:
+        return {
+            "experiment": _serialize.experiment(
+                session, _get_exp(session, experiment_id), full=True
+            )
+        }
+
+
+def _parse_patch(patch: dict[str, Any]) -> ExperimentPatch:
+    """The body of ``PATCH /api/v1/experiments/{id}`` as typed changes (400 on bad values)."""
+    name = get(patch, "name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise APIError(400, "name: must be a non-empty string")
+    description = get(patch, "description")
+    notes = get(patch, "notes")
+    labels = get(patch, "labels")
+    if labels is not None and (
+        not isinstance(labels, list) or not all(isinstance(x, str) for x in labels)
+    ):
+        raise APIError(400, "labels: must be a list of strings")
+    resources = get(patch, "resources")
+    max_slots = weight = priority = None
+    if isinstance(resources, dict):
+        if get(resources, "max_slots") is not None:
+            max_slots = int_param(get(resources, "max_slots"), "resources.maxSlots")
+        if get(resources, "weight") is not None:
+            weight = float(get(resources, "weight"))
+        if get(resources, "priority") is not None:
+            priority = int_param(get(resources, "priority"), "resources.priority")
+            if priority is None or not 1 <= priority <= 99:
+                raise APIError(400, "resources.priority: must be between 1 and 99")
+    storage = get(patch, "checkpoint_storage")
+    gc_policy: dict[str, int] | None = None
+    if isinstance(storage, dict):
+        gc_policy = {}
+        for key in ("save_experiment_best", "save_trial_best", "save_trial_latest"):
+            value = get(storage, key)
+            if value is not None:
+                number = int_param(value, f"checkpointStorage.{key}")
+                if number is None or number < 0:
+                    raise APIError(400, f"checkpointStorage.{key}: must be >= 0")
+                gc_policy[key] = number
+    return ExperimentPatch(
+        name=name,
+        description=str(description) if description is not None else None,
+        notes=str(notes) if notes is not None else None,
+        labels=labels,
+        max_slots=max_slots,
+        weight=weight,
+        priority=priority,
+        resources_given=isinstance(resources, dict),
+        gc_policy=gc_policy,
+    )
 
 
 def _action(request: Request, experiment_id: int, action: str) -> dict[str, Any]:
-    master = master_of(request)
-    manager = master.manager
-    with manager.txn() as session:
-        exp = _get_exp(session, experiment_id)
-        if action == "activate":
-            manager.activate(session, exp)
-        elif action == "pause":
-            manager.pause(session, exp)
-        elif action in ("cancel", "kill"):
-            if exp.state not in TERMINAL_STATES:
-                target = "STOPPING_CANCELED" if action == "cancel" else "STOPPING_KILLED"
-                if exp.state in ("STOPPING_KILLED", "STOPPING_ERROR") and action == "cancel":
-                    return {}
-                manager.stop_experiment(session, exp, target)
-        elif action in ("archive", "unarchive"):
-            if exp.state not in TERMINAL_STATES:
-                raise APIError(400, "Experiment is not in terminal state.")
-            exp.archived = action == "archive"
+    experiments_of(request).act(experiment_id, action)
     return {}
 
 
@@ -575,36 +544,21 @@ def continue_experiment(
         raise APIError(400, f"overrideConfig: invalid YAML: {e}") from None
     if override is not None and not isinstance(override, dict):
         raise APIError(400, "overrideConfig: must be a YAML mapping")
-    manager = master.manager
-    with manager.txn() as session:
+    with master.db.read() as session:
         exp = _get_exp(session, exp_id)
         if exp.state not in TERMINAL_STATES:
             raise APIError(400, "Experiment is not in terminal state.")
-        config = expconf.merge(override or {}, exp.config) if override else dict(exp.config)
-        validated = validate_config(master, config)
-        runs = list(
-            session.scalars(select(Run).where(Run.experiment_id == exp_id).order_by(Run.id))
-        )
-        # A single-trial experiment re-runs its trial; otherwise only unfinished trials run again.
-        targets = runs if len(runs) == 1 else [r for r in runs if r.state != "COMPLETED"]
-        if not targets:
-            raise APIError(400, "every trial of this experiment completed; nothing to continue")
-        exp.config = validated.config
-        exp.state = "ACTIVE"
-        exp.end_time = None
-        exp.error = None
-        hparams_override = (override or {}).get("hyperparameters")
-        for run in targets:
-            if hparams_override and len(runs) == 1:
-                run.hparams = _const_hparams(validated.config.get("hyperparameters") or {})
-            run.restarts = 0
-            run.end_time = None
-            run.early_stopped_by_searcher = False
-            manager.set_trial_state(session, run, "ACTIVE")
-            manager.schedule(session, exp, run)
-        manager.continued.add(exp.id)
-        session.flush()
-        return {"experiment": _serialize.experiment(session, exp, full=True)}
+        current = dict(exp.config)
+    config = expconf.merge(override or {}, current) if override else current
+    validated = validate_config(master, config)
+    hparams_override = (override or {}).get("hyperparameters")
+    experiments_of(request).continue_trials(
+        exp_id,
+        validated.config,
+        _const_hparams(validated.config.get("hyperparameters") or {}) if hparams_override else None,
+    )
+    with master.db.read() as session:
+        return {"experiment": _serialize.experiment(session, _get_exp(session, exp_id), full=True)}
 
 
 def _const_hparams(hparams: dict[str, Any]) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from starlette.concurrency import run_in_threadpool
 
 from determined.master._api._deps import (
     Principal,
+    allocations_of,
     authenticate,
     bool_param,
     int_param,
@@ -23,6 +24,7 @@ from determined.master._api._deps import (
     json_body,
     master_of,
 )
+from determined.master._core._task_logs import master_log
 from determined.master._wire import TERMINAL_STATES, APIError, get, parse_ts, ts
 from determined.master.db import Allocation, Run, TaskLog, utcnow
 
@@ -55,7 +57,7 @@ async def preemption_signal(
     timeout = int_param(request.query_params.get("timeout_seconds"), "timeout_seconds", 60) or 0
     timeout = max(0, min(timeout, 3600))
     await run_in_threadpool(_alloc_or_404, request, allocation_id)
-    preempt = await master_of(request).manager.wait_preemption(allocation_id, float(timeout))
+    preempt = await allocations_of(request).wait_preemption(allocation_id, float(timeout))
     return {"preempt": preempt}
 
 
@@ -64,13 +66,7 @@ def ack_preemption(
     request: Request, allocation_id: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """The trial saw the preemption signal and will exit: its exit is a pause, not completion."""
-    manager = master_of(request).manager
-    with manager.txn() as session:
-        row = _get_alloc(session, allocation_id)
-        row.preemption_acked = True
-        alloc = manager.allocs.get(allocation_id)
-        if alloc is not None:
-            alloc.acked = True
+    allocations_of(request).ack_preemption(allocation_id)
     return {}
 
 
@@ -403,7 +399,7 @@ def custom_webhook(
             run = session.get(Run, trial_id)
             if run is None:
                 raise APIError(404, f"trial {trial_id} not found")
-            master.manager.master_log(session, run.task_id, text, level)
+            master_log(session, run.task_id, text, level)
     return {}
 
 

@@ -16,11 +16,13 @@ from determined.master._api._deps import (
     Principal,
     authenticate,
     authenticate_async,
+    experiments_of,
     int_param,
     json_body,
     master_of,
+    metrics_writer_of,
 )
-from determined.master._core import _metrics
+from determined.master._api._metric_reports import parse_reports
 from determined.master._wire import (
     TERMINAL_STATES,
     APIError,
@@ -67,22 +69,20 @@ def get_trial(
         return {"trial": _serialize.trial(session, _get_run(session, trial_id))}
 
 
-async def _report(request: Request, trial_id: int, group: str, report: Any) -> dict[str, Any]:
+async def _report(request: Request, trial_id: int, group: Any, report: Any) -> dict[str, Any]:
     return await _report_many(request, trial_id, [(group, report)])
 
 
 async def _report_many(
-    request: Request, trial_id: int, reports: list[tuple[str, Any]]
+    request: Request, trial_id: int, reports: list[tuple[Any, Any]]
 ) -> dict[str, Any]:
     """Store reports (committed before we answer); validation metrics reach the searcher in order.
 
-    ``async`` with no thread hop: the group-commit writer resolves the request's future.
+    The bodies are parsed here, on the request's thread; ``async`` with no thread hop: the
+    group-commit writer resolves the request's future.
     """
-    for index, (group, report) in enumerate(reports):
-        if not isinstance(report, dict):
-            raise APIError(400, f"reports[{index}].metrics: must be an object")
-        _metrics.check_group(group)
-    await master_of(request).manager.metrics_writer.write_async(trial_id, reports)
+    parsed = parse_reports(reports)
+    await metrics_writer_of(request).write_async(trial_id, parsed)
     return {}
 
 
@@ -147,13 +147,7 @@ def report_progress(
     progress = to_float(body.get("progress"))
     if progress is None:
         raise APIError(400, "progress: must be a number")
-    manager = master_of(request).manager
-    with manager.txn() as session:
-        run, exp = _run_and_exp(session, trial_id)
-        run.progress = progress
-        rid = run.request_id
-        if exp.id not in manager.continued:
-            manager.searcher_event(session, exp, lambda s: s.set_trial_progress(rid, progress))
+    experiments_of(request).report_progress(trial_id, progress)
     return {}
 
 
@@ -201,10 +195,7 @@ def kill_trial(
     request: Request, trial_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Kill one trial."""
-    manager = master_of(request).manager
-    with manager.txn() as session:
-        run, exp = _run_and_exp(session, trial_id)
-        manager.kill_trial(session, exp, run)
+    experiments_of(request).kill_trial(trial_id)
     return {}
 
 

@@ -1,51 +1,209 @@
-"""Handlers of resource-manager events, run on the manager's dispatcher thread.
+"""Resource-manager events: what an RM tells the master, handled on one dispatcher thread.
 
-``assigned`` prepares the work directory, ClusterInfo and environment and launches the process;
-``started`` records its pid; ``exited`` decides what comes next for the trial.
+The resource managers call :class:`AllocationEvents` (their ``ResourceManagerEvents``) from their
+own threads, possibly while holding their own locks; each call is queued and handled in order on
+the ``det-master-events`` thread. ``assigned`` prepares the work directory, ClusterInfo and
+environment and launches the process; ``started`` records its pid; ``exited`` decides what comes next
+for the trial; log lines are stored at once.
 """
 
 from __future__ import annotations
 
+import logging
+import pathlib
+import queue
 import secrets
-from typing import TYPE_CHECKING, Any
+import threading
+import traceback
+from typing import Any
+
+from sqlalchemy.orm import Session
 
 from determined.master._core import _launch
-from determined.master.db import Allocation, Experiment, Run, User, utcnow
+from determined.master._core._allocations import Allocations, AllocState
+from determined.master._core._task_logs import master_log, store_task_lines
+from determined.master._core._transactions import Transactions
+from determined.master._core._trial_exits import TrialExits
+from determined.master.db import (
+    Allocation,
+    Experiment,
+    Run,
+    User,
+    latest_completed_checkpoint,
+    utcnow,
+)
 
-if TYPE_CHECKING:
-    from determined.master._core._manager import Manager
+logger = logging.getLogger("determined.master")
 
 
-def assigned(manager: Manager, request: Any, assignment: Any) -> None:
-    aid = request.allocation_id
-    with manager.lock:
-        alloc = manager.allocs.get(aid)
-        if alloc is None or alloc.cancelled or alloc.exited:
-            manager.rm.release(aid)
+class AllocationEvents:
+    """The master's ``ResourceManagerEvents``: queues RM calls and handles them on one thread."""
+
+    def __init__(
+        self,
+        transactions: Transactions,
+        allocations: Allocations,
+        trial_exits: TrialExits,
+        rm: Any,
+        data_dir: pathlib.Path,
+        cluster_id: str,
+    ) -> None:
+        self._transactions = transactions
+        self._db = transactions.db
+        self._allocations = allocations
+        self._trial_exits = trial_exits
+        self._rm = rm
+        self._data_dir = data_dir
+        self._cluster_id = cluster_id
+        self.master_url = ""
+        """The URL trials reach the master on (known once the HTTP socket is bound)."""
+        self._queue: queue.Queue[tuple[str, tuple[Any, ...]] | None] = queue.Queue()
+        self._thread: threading.Thread | None = None
+
+    # ResourceManagerEvents (called from RM threads) -------------------------------------------
+
+    def allocation_assigned(self, request: Any, assignment: Any) -> None:
+        self._queue.put(("_assigned", (request, assignment)))
+
+    def allocation_started(self, allocation_id: str, pid: int) -> None:
+        self._queue.put(("_started", (allocation_id, pid)))
+
+    def allocation_exited(
+        self, allocation_id: str, exit_code: int | None, error: str | None
+    ) -> None:
+        self._queue.put(("_exited", (allocation_id, exit_code, error)))
+
+    def allocation_log(self, allocation_id: str, lines: list[Any]) -> None:
+        store_task_lines(
+            self._db, self._allocations.task_id_of(allocation_id), allocation_id, lines
+        )
+
+    # the dispatcher thread --------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start handling queued events."""
+        self._thread = threading.Thread(
+            target=self._dispatch, name="det-master-events", daemon=True
+        )
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Handle what is queued, then stop the dispatcher thread."""
+        self._queue.put(None)
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def wait_idle(self, timeout: float = 10.0) -> None:
+        """Block until the events queued so far are handled (tests and shutdown)."""
+        done = threading.Event()
+        self._queue.put(("_barrier", (done,)))
+        done.wait(timeout)
+
+    def _dispatch(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            name, args = item
+            try:
+                getattr(self, name)(*args)
+            except Exception:
+                logger.error("master: handling %s failed:\n%s", name, traceback.format_exc())
+
+    def _barrier(self, done: threading.Event) -> None:
+        done.set()
+
+    # handlers ---------------------------------------------------------------------------------
+
+    def _assigned(self, request: Any, assignment: Any) -> None:
+        aid = request.allocation_id
+        with self._transactions.lock:
+            alloc = self._allocations.get(aid)
+            if alloc is None or alloc.cancelled or alloc.exited:
+                self._rm.release(aid)
+                return
+            alloc.assigned = True
+            with self._db.read() as session:
+                run = session.get(Run, alloc.trial_id)
+                exp = session.get(Experiment, alloc.experiment_id)
+                user = session.get(User, exp.owner_id) if exp else None
+                latest = resume_point(session, run) if run else None
+            if run is None or exp is None:
+                self._rm.release(aid)
+                return
+            if alloc.kill_requested:
+                self._rm.release(aid)
+                self._queue.put(("_exited", (aid, None, "killed before launch")))
+                return
+        work_dir = self._data_dir / "work" / aid
+        try:
+            latest_uuid, steps = latest if latest else (None, 0)
+            env, hook, warnings = self._prepare(
+                alloc, run, exp, user, assignment, work_dir, latest_uuid, steps
+            )
+            image = explicit_image(exp.original_config)
+            if image:
+                warnings.append(
+                    f"environment.image {image!r} is ignored by the local resource manager"
+                )
+            argv = _launch.entrypoint_argv(exp.config.get("entrypoint") or "")
+        except Exception as e:
+            with self._db.write() as session:
+                master_log(
+                    session,
+                    run.task_id,
+                    f"failed to prepare the trial: {e}",
+                    "LOG_LEVEL_ERROR",
+                    aid,
+                )
+            self._rm.release(aid)
+            self._queue.put(("_exited", (aid, None, f"failed to prepare the trial: {e}")))
             return
-        alloc.assigned = True
-        with manager.db.read() as session:
-            run = session.get(Run, alloc.trial_id)
-            exp = session.get(Experiment, alloc.experiment_id)
-            user = session.get(User, exp.owner_id) if exp else None
-            latest = manager.latest_checkpoint(session, run) if run else None
-        if run is None or exp is None:
-            manager.rm.release(aid)
-            return
-        if alloc.kill_requested:
-            manager.rm.release(aid)
-            manager.queue_event("exited", (aid, None, "killed before launch"))
-            return
-    work_dir = manager.data_dir / "work" / aid
-    try:
-        latest_uuid, steps = latest if latest else (None, 0)
-        env, hook, warnings = _launch.prepare_trial(
+        from determined.master.rm import LaunchSpec
+
+        with self._db.write() as session:
+            row = session.get(Allocation, aid)
+            if row is not None:
+                row.state = "ASSIGNED"
+            for warning in warnings:
+                master_log(session, run.task_id, warning, "LOG_LEVEL_WARNING", aid)
+            master_log(
+                session,
+                run.task_id,
+                f"Trial {run.id} (run {run.run_id}) assigned slots {list(assignment.slot_ids)};"
+                f" launching {argv}"
+                + (f" resuming from checkpoint {latest_uuid}" if latest_uuid else ""),
+                allocation_id=aid,
+            )
+        with self._transactions.lock:
+            alloc.launched = True
+            self._rm.launch(
+                LaunchSpec(
+                    allocation_id=aid, argv=argv, cwd=str(work_dir), env=env, startup_hook=hook
+                )
+            )
+            if alloc.kill_requested:
+                self._rm.kill(aid)
+
+    def _prepare(
+        self,
+        alloc: AllocState,
+        run: Run,
+        exp: Experiment,
+        user: User | None,
+        assignment: Any,
+        work_dir: pathlib.Path,
+        latest_uuid: str | None,
+        steps: int,
+    ) -> tuple[dict[str, str], str | None, list[str]]:
+        """The trial's work directory, environment, startup hook and warnings."""
+        return _launch.prepare_trial(
             work_dir=work_dir,
             model_definition=exp.model_definition,
-            master_url=manager.master_url,
-            cluster_id=manager.cluster_id,
+            master_url=self.master_url,
+            cluster_id=self._cluster_id,
             task_id=run.task_id,
-            allocation_id=aid,
+            allocation_id=alloc.allocation_id,
             token=alloc.token,
             experiment_id=exp.id,
             trial_id=run.id,
@@ -59,101 +217,58 @@ def assigned(manager: Manager, request: Any, assignment: Any) -> None:
             container_addrs=list(assignment.container_addrs),
             container_slot_counts=list(assignment.container_slot_counts),
             gpu_uuids=list(assignment.gpu_uuids),
-            slot_type=str((manager.rm.describe() or {}).get("slot_type", "cpu")),
+            slot_type=str((self._rm.describe() or {}).get("slot_type", "cpu")),
             collective_key=secrets.token_hex(16),
             user=user.username if user else "determined",
             user_token=alloc.token,
         )
-        image = explicit_image(exp.original_config)
-        if image:
-            warnings.append(f"environment.image {image!r} is ignored by the local resource manager")
-        argv = _launch.entrypoint_argv(exp.config.get("entrypoint") or "")
-    except Exception as e:
-        with manager.db.write() as session:
-            manager.master_log(
+
+    def _started(self, allocation_id: str, pid: int) -> None:
+        with self._db.write() as session:
+            row = session.get(Allocation, allocation_id)
+            if row is not None:
+                row.pid = pid
+                row.state = "RUNNING"
+                row.start_time = utcnow()
+
+    def _exited(self, allocation_id: str, exit_code: int | None, error: str | None) -> None:
+        with self._transactions.txn() as session:
+            alloc = self._allocations.mark_exited(session, allocation_id, exit_code, error)
+            if alloc is None:
+                return
+            run = session.get(Run, alloc.trial_id)
+            exp = session.get(Experiment, alloc.experiment_id)
+            if run is None or exp is None:
+                return
+            if error:
+                message = f"Trial {run.id} (run {run.run_id}) failed to run: {error}"
+            else:
+                message = f"Trial {run.id} (run {run.run_id}) exited with code {exit_code}"
+            failed = error is not None or exit_code != 0
+            if alloc.preemption_timed_out:
+                # Killed by us after ignoring the preemption signal: a preemption, not a crash.
+                message += " (killed after the preemption timeout)"
+                failed = False
+                alloc.acked = True
+            master_log(
                 session,
                 run.task_id,
-                f"failed to prepare the trial: {e}",
-                "LOG_LEVEL_ERROR",
-                aid,
+                message,
+                "LOG_LEVEL_ERROR" if failed and not alloc.kill_requested else "LOG_LEVEL_INFO",
+                allocation_id,
             )
-        manager.rm.release(aid)
-        manager.queue_event("exited", (aid, None, f"failed to prepare the trial: {e}"))
-        return
-    from determined.master.rm import LaunchSpec
-
-    with manager.db.write() as session:
-        row = session.get(Allocation, aid)
-        if row is not None:
-            row.state = "ASSIGNED"
-        for warning in warnings:
-            manager.master_log(session, run.task_id, warning, "LOG_LEVEL_WARNING", aid)
-        manager.master_log(
-            session,
-            run.task_id,
-            f"Trial {run.id} (run {run.run_id}) assigned slots {list(assignment.slot_ids)};"
-            f" launching {argv}"
-            + (f" resuming from checkpoint {latest_uuid}" if latest_uuid else ""),
-            allocation_id=aid,
-        )
-    with manager.lock:
-        alloc.launched = True
-        manager.rm.launch(
-            LaunchSpec(allocation_id=aid, argv=argv, cwd=str(work_dir), env=env, startup_hook=hook)
-        )
-        if alloc.kill_requested:
-            manager.rm.kill(aid)
+            self._trial_exits.trial_exited(session, exp, run, alloc, failed)
 
 
-def started(manager: Manager, allocation_id: str, pid: int) -> None:
-    with manager.db.write() as session:
-        row = session.get(Allocation, allocation_id)
-        if row is not None:
-            row.pid = pid
-            row.state = "RUNNING"
-            row.start_time = utcnow()
-
-
-def exited(manager: Manager, allocation_id: str, exit_code: int | None, error: str | None) -> None:
-    with manager.txn() as session:
-        alloc = manager.allocs.get(allocation_id)
-        if alloc is None or alloc.exited:
-            manager.effect(lambda: manager.rm.release(allocation_id))
-            return
-        alloc.exited = True
-        if alloc.timer is not None:
-            alloc.timer.cancel()
-        manager.effect(lambda: manager.rm.release(allocation_id))
-        manager.effect(lambda: manager.wake(allocation_id))
-        row = session.get(Allocation, allocation_id)
-        if row is not None:
-            row.state = "TERMINATED"
-            row.end_time = utcnow()
-            row.exit_code = exit_code
-            row.exit_error = error
-        run = session.get(Run, alloc.trial_id)
-        exp = session.get(Experiment, alloc.experiment_id)
-        if run is None or exp is None:
-            return
-        if error:
-            message = f"Trial {run.id} (run {run.run_id}) failed to run: {error}"
-        else:
-            message = f"Trial {run.id} (run {run.run_id}) exited with code {exit_code}"
-        failed = error is not None or exit_code != 0
-        if alloc.preemption_timed_out:
-            # Killed by us after ignoring the preemption signal: a preemption, not a crash.
-            message += " (killed after the preemption timeout)"
-            failed = False
-            alloc.acked = True
-        manager.master_log(
-            session,
-            run.task_id,
-            message,
-            "LOG_LEVEL_ERROR" if failed and not alloc.kill_requested else "LOG_LEVEL_INFO",
-            allocation_id,
-        )
-        manager.allocs.pop(allocation_id, None)
-        manager.trial_exited(session, exp, run, alloc, failed)
+def resume_point(session: Session, run: Run) -> tuple[str, int] | None:
+    """The uuid and steps_completed of the checkpoint ``run`` resumes from (its latest completed
+    checkpoint, else its warm-start checkpoint at step 0)."""
+    ckpt = latest_completed_checkpoint(session, run.id)
+    if ckpt is not None:
+        return ckpt.uuid, int(ckpt.steps_completed or 0)
+    if run.warm_start_checkpoint_uuid:
+        return run.warm_start_checkpoint_uuid, 0
+    return None
 
 
 def explicit_image(original: str) -> str | None:

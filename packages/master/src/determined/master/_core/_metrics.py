@@ -14,14 +14,6 @@ from determined.master import _wire
 from determined.master.db import Metric, Run, utcnow
 
 
-def check_group(group: str) -> str:
-    if not isinstance(group, str) or not group:
-        raise _wire.bad_request("group: must be a non-empty string")
-    if "." in group:
-        raise _wire.bad_request(f"group: {group!r} must not contain '.'")
-    return group
-
-
 def _summarize(summary: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, Any]:
     """``summary`` (per metric: type, count, last, and for numbers sum/min/max/mean) updated with
     every report of ``reports``, in order. Each entry is copied once per call, not once per report."""
@@ -103,32 +95,18 @@ def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> None:
     )
 
 
-def _field(body: dict[str, Any], camel: str, snake: str, default: Any = None) -> Any:
-    value = body.get(camel)
-    if value is None:
-        value = body.get(snake, default)
-    return value
+class MetricReport:
+    """One metrics report, parsed and type-checked at the API edge; ready to store.
 
-
-def _report_time(value: Any) -> Any:
-    if isinstance(value, str):
-        try:  # the common case: an RFC 3339 UTC timestamp from det's client
-            parsed = datetime.datetime.fromisoformat(value)
-        except ValueError:
-            return _wire.parse_ts(value)
-        return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.timezone.utc)
-    return _wire.parse_ts(value) or utcnow()
-
-
-class ParsedReport:
-    """One validated metrics report, ready to store."""
+    ``trial_run_id`` is None when the client did not say which run reported (the current one).
+    """
 
     __slots__ = ("avg", "batch", "group", "report_time", "steps", "trial_run_id")
 
     def __init__(
         self,
         group: str,
-        trial_run_id: int,
+        trial_run_id: int | None,
         steps: int,
         avg: dict[str, Any],
         batch: list[Any],
@@ -142,42 +120,24 @@ class ParsedReport:
         self.report_time = report_time
 
 
-def parse(run: Run, group: str, body: dict[str, Any], where: str = "metrics") -> ParsedReport:
-    """Validate one report against ``run`` (stale run ids, types). Raises APIError on bad input."""
-    trial_run_id = _field(body, "trialRunId", "trial_run_id")
-    try:
-        trial_run_id = int(trial_run_id) if trial_run_id is not None else run.run_id
-    except (TypeError, ValueError):
-        raise _wire.bad_request(f"{where}.trialRunId: must be an integer") from None
-    if trial_run_id != run.run_id:
+def check_run(run: Run, report: MetricReport) -> None:
+    """Refuse a report of a run older than ``run``'s current one (a stale process still reporting).
+
+    Raises:
+        APIError: 400 naming both run ids.
+    """
+    if report.trial_run_id is None:
+        report.trial_run_id = run.run_id
+    elif report.trial_run_id != run.run_id:
         raise _wire.bad_request(
-            f"invalid run id, {trial_run_id} (reported) != {run.run_id} (expected)"
+            f"invalid run id, {report.trial_run_id} (reported) != {run.run_id} (expected)"
         )
-    steps = _field(body, "stepsCompleted", "steps_completed", 0)
-    try:
-        steps = int(steps or 0)
-    except (TypeError, ValueError):
-        raise _wire.bad_request(f"{where}.stepsCompleted: must be an integer") from None
-    inner = body.get("metrics") or {}
-    if not isinstance(inner, dict):
-        raise _wire.bad_request(f"{where}.metrics: must be an object")
-    avg = _field(inner, "avgMetrics", "avg_metrics")
-    if avg is None:
-        avg = {}
-    if not isinstance(avg, dict):
-        raise _wire.bad_request(f"{where}.metrics.avgMetrics: must be an object")
-    for key in ("epoch", "epochs"):
-        if key in avg and _wire.to_float(avg[key]) is None:
-            raise _wire.bad_request(f"{where}.metrics.avgMetrics.{key}: must be a number")
-    batch = _field(inner, "batchMetrics", "batch_metrics") or []
-    report_time = _report_time(_field(body, "reportTime", "report_time"))
-    return ParsedReport(group, trial_run_id, steps, avg, batch, report_time)
 
 
 def ingest_many(
     session: Session,
     run: Run,
-    reports: list[ParsedReport],
+    reports: list[MetricReport],
     searcher_metric: str | None,
     smaller_is_better: bool,
     *,

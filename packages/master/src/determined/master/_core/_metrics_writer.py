@@ -5,27 +5,34 @@ stores it in a single transaction (one run/experiment load and one summary updat
 and only then wakes each request — so every report is committed before it is acknowledged, while a
 hundred trials reporting at once cost one commit instead of a hundred turns at the master's lock.
 A request whose reports are invalid fails alone with its own 4xx.
+
+The writer knows nothing of the master around it: it gets reports already parsed at the API edge,
+a callable that opens the lifecycle transaction, and a callback that hears each trial's stored
+validation reports (the experiments service feeds them to the searcher in the same transaction).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import functools
+import contextlib
 import logging
 import threading
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from determined.master._core import _metrics
+from determined.master._core._metrics import MetricReport
 from determined.master._wire import APIError
-from determined.master.db import Experiment, Run
+from determined.master.db import Experiment, Metric, Run
 
-if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
-
-    from determined.master._core._manager import Manager
+Transaction = Callable[[], contextlib.AbstractContextManager[Session]]
+"""Opens the lifecycle transaction the writer stores a batch in."""
+ValidationCallback = Callable[[Session, Run, list[Metric]], None]
+"""Hears, inside the transaction, a trial's validation rows stored by one batch, in order."""
 
 logger = logging.getLogger("determined.master")
 
@@ -35,7 +42,7 @@ MAX_REPORTS_PER_COMMIT = 5000
 class _Pending:
     __slots__ = ("done", "error", "future", "loop", "reports", "trial_id")
 
-    def __init__(self, trial_id: int, reports: list[tuple[str, dict[str, Any]]]) -> None:
+    def __init__(self, trial_id: int, reports: list[MetricReport]) -> None:
         self.trial_id = trial_id
         self.reports = reports
         self.done = threading.Event()
@@ -62,16 +69,19 @@ def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
 class MetricsWriter:
     """The single writer of metric reports for one master."""
 
-    def __init__(self, manager: Manager) -> None:
-        self._manager = manager
+    def __init__(self, transaction: Transaction, on_validation: ValidationCallback) -> None:
+        self._transaction = transaction
+        self._on_validation = on_validation
+        self._groups_seen: dict[tuple[int, int], set[str]] = {}
+        """Per (trial id, run id), the metric groups whose rollback check already ran."""
         self._queue: collections.deque[_Pending] = collections.deque()
         self._wake = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(target=self._run, name="det-metrics-writer", daemon=True)
         self._thread.start()
 
-    def write(self, trial_id: int, reports: list[tuple[str, dict[str, Any]]]) -> None:
-        """Store ``reports`` (``(group, body)`` pairs) of one trial; returns once committed."""
+    def write(self, trial_id: int, reports: list[MetricReport]) -> None:
+        """Store ``reports`` of one trial; returns once committed."""
         item = _Pending(trial_id, reports)
         with self._wake:
             if self._closed:
@@ -82,7 +92,7 @@ class MetricsWriter:
         if item.error is not None:
             raise item.error
 
-    async def write_async(self, trial_id: int, reports: list[tuple[str, dict[str, Any]]]) -> None:
+    async def write_async(self, trial_id: int, reports: list[MetricReport]) -> None:
         """:meth:`write` for ``async`` routes: waits on the event loop instead of a thread."""
         item = _Pending(trial_id, reports)
         item.loop = asyncio.get_running_loop()
@@ -134,11 +144,11 @@ class MetricsWriter:
                 item.finish()
 
     def _commit(self, batch: list[_Pending]) -> None:
-        manager = self._manager
         by_trial: dict[int, list[_Pending]] = collections.defaultdict(list)
         for item in batch:
             by_trial[item.trial_id].append(item)
-        with manager.txn() as session:
+        seen_updates: list[tuple[set[str], set[str]]] = []
+        with self._transaction() as session:
             # Two queries for the whole batch: every run, and only the config of their experiments
             # (not the experiment rows with their model definitions).
             runs = {
@@ -159,53 +169,39 @@ class MetricsWriter:
                     for item in items:
                         item.error = APIError(404, f"trial {trial_id} not found")
                     continue
-                self._store_trial(session, run, config, items)
+                seen_updates.extend(self._store_trial(session, run, config, items))
+        # Committed: the rollback check of these groups need not run again for these runs.
+        for seen, groups in seen_updates:
+            seen.update(groups)
 
     def _store_trial(
         self, session: Session, run: Run, config: dict[str, Any], items: list[_Pending]
-    ) -> None:
-        manager = self._manager
-        parsed: list[_metrics.ParsedReport] = []
+    ) -> list[tuple[set[str], set[str]]]:
+        accepted: list[MetricReport] = []
         for item in items:
-            where = "metrics" if len(item.reports) == 1 else "reports[{}].metrics"
             try:
-                mine = [
-                    _metrics.parse(run, group, body, where.format(index))
-                    for index, (group, body) in enumerate(item.reports)
-                ]
+                for report in item.reports:
+                    _metrics.check_run(run, report)
             except APIError as exc:
                 item.error = exc
                 continue
-            parsed.extend(mine)
-        if not parsed:
-            return
+            accepted.extend(item.reports)
+        if not accepted:
+            return []
         searcher_cfg = config.get("searcher") or {}
-        seen = manager.metrics_groups_seen.setdefault((run.id, run.run_id), set())
+        seen = self._groups_seen.setdefault((run.id, run.run_id), set())
         rows = _metrics.ingest_many(
             session,
             run,
-            parsed,
+            accepted,
             searcher_cfg.get("metric"),
             bool(searcher_cfg.get("smaller_is_better", True)),
             groups_seen=seen,
         )
-        groups = {report.group for report in parsed}
-        manager.effect(lambda: seen.update(groups))
-        if run.experiment_id in manager.continued or all(row is None for row in rows):
-            return
-        exp = session.get(Experiment, run.experiment_id)
-        if exp is None:
-            return
-        for row in rows:
-            if row is not None:  # a validation report, in order
-                avg = row.metrics.get("avg_metrics") or {}
-                manager.searcher_event(
-                    session, exp, functools.partial(_validation_completed, run.request_id, avg)
-                )
-
-
-def _validation_completed(request_id: str, metrics: dict[str, Any], searcher: Any) -> Any:
-    return searcher.validation_completed(request_id, metrics)
+        validations = [row for row in rows if row is not None]
+        if validations:
+            self._on_validation(session, run, validations)
+        return [(seen, {report.group for report in accepted})]
 
 
 def _internal(exc: BaseException) -> APIError:

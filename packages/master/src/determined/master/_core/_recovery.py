@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Any
 
 from sqlalchemy import delete, select
 
 from determined.master import _wire
+from determined.master._core._lifecycle import Lifecycle
+from determined.master._core._searcher_state import SearcherStates
+from determined.master._core._task_logs import master_log
+from determined.master._core._transactions import Transactions
+from determined.master._core._trial_exits import TrialExits
 from determined.master.db import Allocation, Experiment, ExperimentSnapshot, utcnow
-
-if TYPE_CHECKING:
-    from determined.master._core._manager import Manager
 
 logger = logging.getLogger("determined.master")
 
 
-def recover(manager: Manager) -> None:
-    """Resume every non-terminal experiment after a (re)start of the master."""
-    with manager.txn() as session:
+def recover(
+    transactions: Transactions,
+    rm: Any,
+    searchers: SearcherStates,
+    lifecycle: Lifecycle,
+    trial_exits: TrialExits,
+) -> None:
+    """Resume every non-terminal experiment after a (re)start of the master.
+
+    Allocations a previous master left open are closed (their orphaned process groups reaped);
+    each unfinished experiment gets its searcher back and its live trials scheduled again.
+    """
+    with transactions.txn() as session:
         terminal_ids = select(Experiment.id).where(Experiment.state.in_(_wire.TERMINAL_STATES))
         session.execute(
             delete(ExperimentSnapshot).where(ExperimentSnapshot.experiment_id.in_(terminal_ids))
@@ -29,9 +41,9 @@ def recover(manager: Manager) -> None:
                 pid = row.pid
                 try:
                     try:
-                        manager.rm.reap_orphan(pid, allocation_id=row.allocation_id)
+                        rm.reap_orphan(pid, allocation_id=row.allocation_id)
                     except TypeError:
-                        manager.rm.reap_orphan(pid)
+                        rm.reap_orphan(pid)
                 except Exception:
                     logger.exception("master: reaping process group %s failed", pid)
             row.state = "TERMINATED"
@@ -44,21 +56,21 @@ def recover(manager: Manager) -> None:
         )
         for exp in exps:
             try:
-                manager.searcher_of(exp)
+                searchers.of(exp)
             except Exception as e:
                 logger.exception("master: restoring experiment %s failed", exp.id)
                 exp.state = "ERROR"
                 exp.error = f"could not restore the searcher: {e}"
                 exp.end_time = utcnow()
                 continue
-            for run in manager.runs(session, exp.id):
+            for run in lifecycle.runs(session, exp.id):
                 if run.state in _wire.TERMINAL_STATES:
                     continue
-                manager.master_log(session, run.task_id, "the master restarted; resuming trial")
+                master_log(session, run.task_id, "the master restarted; resuming trial")
                 if run.state in _wire.STOP_TO_TERMINAL:
-                    manager.trial_exited(session, exp, run, None, False)
+                    trial_exits.trial_exited(session, exp, run, None, False)
                 elif run.state == "ACTIVE" and exp.state == "ACTIVE":
-                    manager.schedule(session, exp, run)
+                    lifecycle.restart_trial(session, exp, run)
                 elif run.state == "ACTIVE":
-                    manager.set_trial_state(session, run, "PAUSED")
-            manager.maybe_finish(session, exp)
+                    lifecycle.set_trial_state(session, run, "PAUSED")
+            lifecycle.maybe_finish(session, exp)

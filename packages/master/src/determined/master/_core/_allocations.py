@@ -1,0 +1,253 @@
+"""The allocations service: running allocations, their preemption signals, kills and exits.
+
+An allocation is one attempt to run a trial (upstream's ``allocation``): requested from the resource
+manager, assigned slots, launched, exited. This service keeps what the master knows in memory about
+the live ones (:class:`AllocState`), raises and serves their preemption long-poll, and turns the
+resource manager's calls into effects of the current lifecycle transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import logging
+import threading
+import time
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from determined.master import _auth
+from determined.master._core._task_logs import master_log
+from determined.master._core._transactions import Transactions
+from determined.master._wire import APIError
+from determined.master.db import Allocation, Experiment, Run, utcnow
+
+logger = logging.getLogger("determined.master")
+
+
+@dataclasses.dataclass
+class AllocState:
+    """What the master keeps in memory about one live allocation."""
+
+    allocation_id: str
+    trial_id: int
+    experiment_id: int
+    task_id: str
+    token: str
+    preempt: bool = False
+    acked: bool = False
+    assigned: bool = False
+    launched: bool = False
+    cancelled: bool = False
+    kill_requested: bool = False
+    preemption_timed_out: bool = False
+    exited: bool = False
+    timer: threading.Timer | None = None
+
+
+class Allocations:
+    """Live allocations of one master and the signals that reach them.
+
+    Methods taking a ``session`` run inside a lifecycle transaction of ``transactions`` (the caller
+    holds it); resource-manager calls they make are effects of that transaction.
+    """
+
+    def __init__(self, transactions: Transactions, rm: Any) -> None:
+        self._transactions = transactions
+        self._rm = rm
+        self._by_id: dict[str, AllocState] = {}
+        self._of_trial: dict[int, str] = {}
+        self._waiters: dict[str, set[asyncio.Event]] = collections.defaultdict(set)
+        self.loop: asyncio.AbstractEventLoop | None = None
+        """The HTTP server's event loop (preemption long-polls wait on it)."""
+
+    # ------------------------------------------------------------------------------------------
+    # lookups
+
+    def get(self, allocation_id: str) -> AllocState | None:
+        """The in-memory state of an allocation this master started (None once it exited)."""
+        return self._by_id.get(allocation_id)
+
+    def live(self, trial_id: int) -> AllocState | None:
+        """The trial's allocation that has not exited or been cancelled, if any."""
+        aid = self._of_trial.get(trial_id)
+        alloc = self._by_id.get(aid) if aid else None
+        return alloc if alloc is not None and not alloc.exited and not alloc.cancelled else None
+
+    def trial_of(self, allocation_id: str) -> int | None:
+        """The trial a live allocation runs (None when it is unknown or gone)."""
+        alloc = self._by_id.get(allocation_id)
+        return alloc.trial_id if alloc is not None else None
+
+    def task_id_of(self, allocation_id: str) -> str:
+        """The task of an allocation (derived from its id once the allocation is gone)."""
+        alloc = self._by_id.get(allocation_id)
+        return alloc.task_id if alloc else allocation_id.rsplit(".", 1)[0]
+
+    # ------------------------------------------------------------------------------------------
+    # inside a lifecycle transaction
+
+    def request(self, session: Session, exp: Experiment, run: Run) -> AllocState:
+        """Request a new allocation for ``run`` (its run id goes up by one)."""
+        from determined.master.rm import AllocationRequest
+
+        run.run_id += 1
+        allocation_id = f"{run.task_id}.{run.run_id}"
+        token = _auth.new_token()
+        resources = exp.config.get("resources") or {}
+        slots = int(resources.get("slots_per_trial", 1))
+        session.add(
+            Allocation(
+                allocation_id=allocation_id,
+                task_id=run.task_id,
+                trial_id=run.id,
+                state="PENDING",
+                slots=slots,
+                token_hash=_auth.token_hash(token),
+            )
+        )
+        alloc = AllocState(allocation_id, run.id, exp.id, run.task_id, token)
+        self._by_id[allocation_id] = alloc
+        self._of_trial[run.id] = allocation_id
+        request = AllocationRequest(
+            allocation_id=allocation_id,
+            task_id=run.task_id,
+            job_id=exp.job_id,
+            slots=slots,
+            priority=exp.priority,
+            weight=exp.weight,
+            max_slots=exp.max_slots,
+            submitted_at=time.time(),
+            resource_pool=resources.get("resource_pool") or "default",
+        )
+        master_log(
+            session,
+            run.task_id,
+            f"Scheduling trial {run.id} (run {run.run_id}): waiting for {slots} slot(s)",
+            allocation_id=allocation_id,
+        )
+        self._transactions.effect(lambda: self._rm.submit(request))
+        return alloc
+
+    def request_preemption(self, session: Session, alloc: AllocState, timeout: float) -> None:
+        """Raise the preemption signal of ``alloc``; kill it if it has not exited after
+        ``timeout`` seconds."""
+        if alloc.preempt:
+            return
+        alloc.preempt = True
+        row = session.get(Allocation, alloc.allocation_id)
+        if row is not None:
+            row.preemption_requested = True
+        aid = alloc.allocation_id
+        self._transactions.effect(lambda: self.wake(aid))
+
+        def on_timeout() -> None:
+            with self._transactions.lock:
+                current = self._by_id.get(aid)
+                if current is not None and not current.exited and current.launched:
+                    logger.info("master: %s did not exit after preemption; killing it", aid)
+                    current.preemption_timed_out = True
+                    self._rm.kill(aid)
+
+        timer = threading.Timer(timeout, on_timeout)
+        timer.daemon = True
+        alloc.timer = timer
+        self._transactions.effect(timer.start)
+
+    def end_unlaunched(self, session: Session, alloc: AllocState, reason: str) -> None:
+        """Forget an allocation that never launched (withdraw it from the RM queue)."""
+        alloc.cancelled = True
+        alloc.exited = True
+        self._by_id.pop(alloc.allocation_id, None)
+        row = session.get(Allocation, alloc.allocation_id)
+        if row is not None:
+            row.state = "TERMINATED"
+            row.end_time = utcnow()
+            row.exit_error = reason
+        aid = alloc.allocation_id
+        if alloc.assigned:
+            self._transactions.effect(lambda: self._rm.release(aid))
+        else:
+            self._transactions.effect(lambda: self._rm.withdraw(aid))
+
+    def kill(self, alloc: AllocState) -> None:
+        """Kill ``alloc``'s processes (at launch if it has not launched yet)."""
+        alloc.kill_requested = True
+        if alloc.launched:
+            aid = alloc.allocation_id
+            self._transactions.effect(lambda: self._rm.kill(aid))
+
+    def mark_exited(
+        self, session: Session, allocation_id: str, exit_code: int | None, error: str | None
+    ) -> AllocState | None:
+        """Record that an allocation's process ended and release its slots.
+
+        Returns its state, or None when it was not live (already handled or never ours).
+        """
+        alloc = self._by_id.pop(allocation_id, None)
+        self._transactions.effect(lambda: self._rm.release(allocation_id))
+        if alloc is None or alloc.exited:
+            return None
+        alloc.exited = True
+        if alloc.timer is not None:
+            alloc.timer.cancel()
+        self._transactions.effect(lambda: self.wake(allocation_id))
+        row = session.get(Allocation, allocation_id)
+        if row is not None:
+            row.state = "TERMINATED"
+            row.end_time = utcnow()
+            row.exit_code = exit_code
+            row.exit_error = error
+        return alloc
+
+    # ------------------------------------------------------------------------------------------
+    # requests of the trial itself (each in its own transaction)
+
+    def ack_preemption(self, allocation_id: str) -> None:
+        """The trial saw its preemption signal and will exit: its exit is a pause, not the end."""
+        with self._transactions.txn() as session:
+            row = session.get(Allocation, allocation_id)
+            if row is None:
+                raise APIError(404, f"allocation {allocation_id} not found")
+            row.preemption_acked = True
+            alloc = self._by_id.get(allocation_id)
+            if alloc is not None:
+                alloc.acked = True
+
+    def wake(self, allocation_id: str) -> None:
+        """Answer the allocation's pending preemption long-polls now."""
+        loop = self.loop
+        waiters = list(self._waiters.get(allocation_id, ()))
+        if loop is None:
+            return
+        for event in waiters:
+            loop.call_soon_threadsafe(event.set)
+
+    async def wait_preemption(self, allocation_id: str, timeout: float) -> bool:
+        """Whether the allocation should stop, waiting up to ``timeout`` seconds for the signal."""
+        alloc = self._by_id.get(allocation_id)
+        if alloc is None:
+            return False
+        if alloc.preempt or timeout <= 0:
+            return alloc.preempt
+        event = asyncio.Event()
+        self._waiters[allocation_id].add(event)
+        try:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(event.wait(), timeout)
+        finally:
+            self._waiters[allocation_id].discard(event)
+            if not self._waiters[allocation_id]:
+                self._waiters.pop(allocation_id, None)
+        current = self._by_id.get(allocation_id)
+        return bool(current and current.preempt)
+
+    def close(self) -> None:
+        """Cancel every pending preemption timer (master shutdown)."""
+        with self._transactions.lock:
+            for alloc in self._by_id.values():
+                if alloc.timer is not None:
+                    alloc.timer.cancel()

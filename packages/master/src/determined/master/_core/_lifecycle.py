@@ -1,0 +1,296 @@
+"""The experiment and trial state machine (upstream's experiment/trial actors), searcher included.
+
+Every method runs inside a lifecycle transaction the caller holds (``session``): it changes rows,
+asks the allocations service for allocations, kills and preemption signals, and feeds the
+experiment's searcher, whose actions (create, stop, shutdown) it applies in the same transaction.
+"""
+
+from __future__ import annotations
+
+import collections
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from determined.master import _wire
+from determined.master._core._allocations import Allocations
+from determined.master._core._searcher_state import SearcherStates
+from determined.master._core._task_logs import master_log
+from determined.master._core._transactions import Transactions
+from determined.master._wire import STOP_TO_TERMINAL
+from determined.master.db import Experiment, Run, Task, latest_completed_checkpoint, utcnow
+
+DEFAULT_PREEMPTION_TIMEOUT = 3600.0
+
+
+class Lifecycle:
+    """State transitions of experiments and trials; the searcher's events and actions."""
+
+    def __init__(
+        self,
+        transactions: Transactions,
+        allocations: Allocations,
+        searchers: SearcherStates,
+        rm: Any,
+        start_gc: Callable[[int], None],
+    ) -> None:
+        self._transactions = transactions
+        self._allocations = allocations
+        self._searchers = searchers
+        self._rm = rm
+        self._start_gc = start_gc
+
+    def runs(self, session: Session, exp_id: int) -> list[Run]:
+        """The trials of an experiment, oldest first."""
+        return list(
+            session.scalars(select(Run).where(Run.experiment_id == exp_id).order_by(Run.id))
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # the searcher
+
+    def searcher_event(
+        self, session: Session, exp: Experiment, call: Callable[[Any], list[Any]]
+    ) -> None:
+        """Feed one event to the experiment's searcher and apply the actions it answers."""
+        if exp.state in _wire.TERMINAL_STATES:
+            return
+        searcher = self._searchers.of(exp)
+        try:
+            actions = list(call(searcher) or [])
+        except ValueError as e:
+            self._searcher_failed(session, exp, str(e))
+            return
+        self.apply_actions(session, exp, actions)
+
+    def _searcher_failed(self, session: Session, exp: Experiment, message: str) -> None:
+        exp.error = message
+        for run in self.runs(session, exp.id):
+            master_log(session, run.task_id, f"searcher error: {message}", "LOG_LEVEL_ERROR")
+        if exp.state not in _wire.TERMINAL_STATES:
+            self.stop_experiment(session, exp, "STOPPING_ERROR")
+
+    def apply_actions(self, session: Session, exp: Experiment, actions: list[Any]) -> None:
+        """Apply searcher actions (and those they lead to), then persist the searcher's state."""
+        from determined.searcher import Create, Shutdown, Stop
+
+        searcher = self._searchers.of(exp)
+        pending = collections.deque(actions)
+        while pending:
+            action = pending.popleft()
+            stopping = exp.state not in ("ACTIVE", "PAUSED")
+            if isinstance(action, Shutdown):
+                if not stopping:
+                    target = (
+                        "STOPPING_ERROR"
+                        if action.failure
+                        else "STOPPING_CANCELED"
+                        if action.cancel
+                        else "STOPPING_COMPLETED"
+                    )
+                    self.stop_experiment(session, exp, target)
+                continue
+            if stopping:
+                continue
+            try:
+                if isinstance(action, Create):
+                    self._create_trial(session, exp, action)
+                    pending.extend(searcher.trial_created(action.request_id))
+                elif isinstance(action, Stop):
+                    pending.extend(self._searcher_stop(session, exp, action.request_id))
+            except ValueError as e:
+                self._searcher_failed(session, exp, str(e))
+                return
+        self._searchers.snapshot(session, exp)
+        self.maybe_finish(session, exp)
+
+    def _searcher_stop(self, session: Session, exp: Experiment, request_id: str) -> list[Any]:
+        run = session.scalar(
+            select(Run).where(Run.experiment_id == exp.id, Run.request_id == request_id)
+        )
+        if run is None or run.state in _wire.TERMINAL_STATES:
+            return []
+        run.early_stopped_by_searcher = True
+        alloc = self._allocations.live(run.id)
+        if alloc is not None and not alloc.assigned:
+            self._allocations.end_unlaunched(session, alloc, "stopped by the searcher")
+            alloc = None
+        if alloc is None:
+            self.set_trial_state(session, run, "COMPLETED")
+            return list(self._searchers.of(exp).trial_exited(request_id))
+        self.set_trial_state(session, run, "STOPPING_COMPLETED")
+        master_log(session, run.task_id, "the searcher stopped this trial; asking it to preempt")
+        self._allocations.request_preemption(session, alloc, preemption_timeout(exp))
+        return []
+
+    # ------------------------------------------------------------------------------------------
+    # experiments and trials
+
+    def create_experiment(self, session: Session, exp: Experiment) -> None:
+        """Register a new experiment row with the RM and the searcher; create its first trials."""
+        session.add(exp)
+        session.flush()
+        exp.job_id = f"exp-{exp.id}"
+        job_id, priority, weight, max_slots = exp.job_id, exp.priority, exp.weight, exp.max_slots
+        self._transactions.effect(
+            lambda: self._rm.set_job_limits(
+                job_id, priority=priority, weight=weight, max_slots=max_slots
+            )
+        )
+        self._searchers.create(exp)
+        self.searcher_event(session, exp, lambda s: s.initial_trials())
+
+    def _create_trial(self, session: Session, exp: Experiment, action: Any) -> Run:
+        searcher_cfg = exp.config.get("searcher") or {}
+        warm = searcher_cfg.get("source_checkpoint_uuid")
+        source_trial = searcher_cfg.get("source_trial_id")
+        if not warm and source_trial:
+            ckpt = latest_completed_checkpoint(session, int(source_trial))
+            warm = ckpt.uuid if ckpt is not None else None
+        run = Run(
+            experiment_id=exp.id,
+            request_id=action.request_id,
+            task_id=f"{exp.id}.{action.request_id}",
+            state="ACTIVE" if exp.state == "ACTIVE" else "PAUSED",
+            hparams=action.hparams,
+            seed=action.trial_seed,
+            warm_start_checkpoint_uuid=warm,
+            summary_metrics={},
+            metadata_={},
+        )
+        session.add(run)
+        session.flush()
+        session.add(
+            Task(task_id=run.task_id, task_type="TRIAL", job_id=exp.job_id, trial_id=run.id)
+        )
+        if exp.state == "ACTIVE":
+            self._allocations.request(session, exp, run)
+        return run
+
+    def set_trial_state(self, session: Session, run: Run, new_state: str) -> None:
+        """Move a trial to ``new_state`` and say so in its logs."""
+        if run.state == new_state:
+            return
+        run.state = new_state
+        if new_state in _wire.TERMINAL_STATES:
+            run.end_time = utcnow()
+        master_log(session, run.task_id, f"Trial {run.id} is now {new_state}")
+
+    def stop_experiment(self, session: Session, exp: Experiment, target: str) -> None:
+        """Move ``exp`` to a STOPPING_* state and stop its trials accordingly."""
+        if exp.state in _wire.TERMINAL_STATES:
+            return
+        exp.state = target
+        timeout = preemption_timeout(exp)
+        for run in self.runs(session, exp.id):
+            if run.state in _wire.TERMINAL_STATES:
+                continue
+            alloc = self._allocations.live(run.id)
+            if alloc is not None and not alloc.launched and not alloc.assigned:
+                self._allocations.end_unlaunched(session, alloc, f"experiment {target}")
+                alloc = None
+            if alloc is None:
+                self.set_trial_state(session, run, STOP_TO_TERMINAL[target])
+                continue
+            self.set_trial_state(session, run, max_stopping(run.state, target))
+            if target in ("STOPPING_KILLED", "STOPPING_ERROR"):
+                self._allocations.kill(alloc)
+            else:
+                self._allocations.request_preemption(session, alloc, timeout)
+        self.maybe_finish(session, exp)
+
+    def maybe_finish(self, session: Session, exp: Experiment) -> None:
+        """End a stopping experiment once none of its trials is alive."""
+        if exp.state not in STOP_TO_TERMINAL:
+            return
+        if any(r.state not in _wire.TERMINAL_STATES for r in self.runs(session, exp.id)):
+            return
+        exp.state = STOP_TO_TERMINAL[exp.state]
+        exp.end_time = utcnow()
+        if exp.state == "COMPLETED":
+            exp.progress = 1.0
+        self._searchers.forget(session, exp.id)
+        exp_id = exp.id
+        self._transactions.effect(lambda: self._start_gc(exp_id))
+
+    def pause(self, session: Session, exp: Experiment) -> None:
+        """Pause an active experiment: running trials get the preemption signal."""
+        if exp.state == "PAUSED":
+            return
+        if exp.state != "ACTIVE":
+            raise _wire.APIError(400, f"experiment {exp.id} is {exp.state}; only ACTIVE can pause")
+        exp.state = "PAUSED"
+        timeout = preemption_timeout(exp)
+        for run in self.runs(session, exp.id):
+            if run.state != "ACTIVE":
+                continue
+            alloc = self._allocations.live(run.id)
+            if alloc is not None and not alloc.assigned:
+                self._allocations.end_unlaunched(session, alloc, "experiment paused")
+            elif alloc is not None:
+                self._allocations.request_preemption(session, alloc, timeout)
+            self.set_trial_state(session, run, "PAUSED")
+
+    def activate(self, session: Session, exp: Experiment) -> None:
+        """Activate a paused experiment: its paused trials are scheduled again."""
+        if exp.state == "ACTIVE":
+            return
+        if exp.state != "PAUSED":
+            raise _wire.APIError(
+                400, f"experiment {exp.id} is {exp.state}; only PAUSED can activate"
+            )
+        exp.state = "ACTIVE"
+        for run in self.runs(session, exp.id):
+            if run.state != "PAUSED":
+                continue
+            self.set_trial_state(session, run, "ACTIVE")
+            if self._allocations.live(run.id) is None:
+                self._allocations.request(session, exp, run)
+
+    def kill_trial(self, session: Session, exp: Experiment, run: Run) -> None:
+        """Kill one trial (the searcher hears a user cancel once it is gone)."""
+        if run.state in _wire.TERMINAL_STATES:
+            return
+        alloc = self._allocations.live(run.id)
+        if alloc is not None and not alloc.assigned:
+            self._allocations.end_unlaunched(session, alloc, "trial killed")
+            alloc = None
+        if alloc is None:
+            self.set_trial_state(session, run, "CANCELED")
+            self.searcher_event(
+                session,
+                exp,
+                lambda s: s.trial_exited_early(run.request_id, exited_reason("USER_CANCELED")),
+            )
+            self.maybe_finish(session, exp)
+            return
+        self.set_trial_state(session, run, "STOPPING_KILLED")
+        self._allocations.kill(alloc)
+
+    def restart_trial(self, session: Session, exp: Experiment, run: Run) -> None:
+        """Schedule a new allocation (run) of ``run``."""
+        self._allocations.request(session, exp, run)
+
+
+def preemption_timeout(exp: Experiment) -> float:
+    """Seconds a preempted trial gets to exit before it is killed."""
+    value = exp.config.get("preemption_timeout")
+    return float(value) if value is not None else DEFAULT_PREEMPTION_TIMEOUT
+
+
+def max_stopping(current: str, target: str) -> str:
+    """Stopping states only degrade: COMPLETED < CANCELED < KILLED < ERROR."""
+    order = ["STOPPING_COMPLETED", "STOPPING_CANCELED", "STOPPING_KILLED", "STOPPING_ERROR"]
+    if current in order and order.index(current) > order.index(target):
+        return current
+    return target
+
+
+def exited_reason(name: str) -> Any:
+    """The searcher's ``ExitedReason`` for an upstream ``EXITED_REASON_*`` name."""
+    from determined.searcher import ExitedReason
+
+    name = name.removeprefix("EXITED_REASON_")
+    return ExitedReason[name]

@@ -1,0 +1,102 @@
+"""The searcher-operations protocol (Core API's ``searcher.operations()``, upstream 0.37 and
+earlier), served from the experiment's searcher.
+
+A trial asks for the length to train to next and reports each operation completed with its
+searcher metric; ASHA promotes or stops it from there. Experiments re-run by ``continue`` have no
+searcher: their trials get one operation of the full length.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from determined.master._core._allocations import Allocations
+from determined.master._core._experiments import get_trial
+from determined.master._core._lifecycle import Lifecycle
+from determined.master._core._searcher_state import SearcherStates
+from determined.master._core._transactions import Transactions
+from determined.master._wire import TERMINAL_STATES, APIError
+from determined.master.db import Experiment, Run
+
+_LIVE_STATES = ("ACTIVE", "PAUSED")
+
+
+class SearcherOperations:
+    """Answers ``searcher/operation`` and ``searcher/completed_operation`` of running trials."""
+
+    def __init__(
+        self,
+        transactions: Transactions,
+        lifecycle: Lifecycle,
+        searchers: SearcherStates,
+        allocations: Allocations,
+    ) -> None:
+        self._transactions = transactions
+        self._lifecycle = lifecycle
+        self._searchers = searchers
+        self._allocations = allocations
+        self._continued_lock = threading.Lock()
+        self._continued_done: dict[tuple[int, int], int] = {}
+        """For experiments re-run by ``continue``: (trial id, run id) -> completed length."""
+
+    def _check_caller(self, caller_allocation_id: str | None, run: Run) -> None:
+        """A trial's allocation token may only drive its own trial's operations."""
+        if caller_allocation_id is None:
+            return
+        trial_id = self._allocations.trial_of(caller_allocation_id)
+        if trial_id is not None and trial_id != run.id:
+            raise APIError(403, f"allocation {caller_allocation_id} does not run trial {run.id}")
+
+    def next_operation(self, trial_id: int, caller_allocation_id: str | None) -> int | None:
+        """The length the trial should train to next; None once the searcher needs nothing more
+        from it (it was stopped, e.g. by ASHA, or completed every operation)."""
+        with self._transactions.txn() as session:
+            run, exp = get_trial(session, trial_id)
+            self._check_caller(caller_allocation_id, run)
+            if (
+                run.state not in _LIVE_STATES
+                or exp.state not in _LIVE_STATES
+                or run.early_stopped_by_searcher
+            ):
+                return None
+            if self._searchers.is_continued(exp.id):
+                full = _full_length(exp)
+                with self._continued_lock:
+                    done = self._continued_done.get((run.id, run.run_id), 0)
+                return full if done < full else None
+            searcher = self._searchers.of(exp)
+            try:
+                length = searcher.next_operation(run.request_id)
+            except ValueError as e:
+                raise APIError(400, str(e)) from None
+            # Persists that the trial uses operations.
+            self._lifecycle.apply_actions(session, exp, [])
+            return int(length) if length is not None else None
+
+    def operation_completed(
+        self, trial_id: int, caller_allocation_id: str | None, length: int, metric: float
+    ) -> None:
+        """The trial trained to ``length``; the searcher hears it as a validation of ``metric``."""
+        with self._transactions.txn() as session:
+            run, exp = get_trial(session, trial_id)
+            self._check_caller(caller_allocation_id, run)
+            if exp.state in TERMINAL_STATES or run.state in TERMINAL_STATES:
+                return
+            if self._searchers.is_continued(exp.id):
+                with self._continued_lock:
+                    key = (run.id, run.run_id)
+                    self._continued_done[key] = max(self._continued_done.get(key, 0), length)
+                return
+            request_id = run.request_id
+            self._lifecycle.searcher_event(
+                session, exp, lambda s: s.operation_completed(request_id, length, metric)
+            )
+
+
+def _full_length(exp: Experiment) -> int:
+    from determined.master.searchers._config import get_length
+
+    try:
+        return get_length(exp.config.get("searcher") or {})[1]
+    except ValueError as e:
+        raise APIError(400, str(e)) from None

@@ -1,0 +1,93 @@
+"""What comes after a trial's allocation ended (upstream's ``handleAllocationExit``).
+
+A trial that was stopping reaches its terminal state; a crash is retried up to ``max_restarts``; a
+trial that acknowledged a preemption pauses or runs again; one that simply finished completes. The
+searcher hears every terminal exit (an early exit first, as upstream reports it).
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from determined.master import _wire
+from determined.master._core._allocations import AllocState
+from determined.master._core._lifecycle import Lifecycle, exited_reason
+from determined.master._core._searcher_state import SearcherStates
+from determined.master._core._task_logs import master_log
+from determined.master._wire import STOP_TO_TERMINAL
+from determined.master.db import Experiment, Run
+
+
+class TrialExits:
+    """Decides a trial's next state when one of its allocations exits."""
+
+    def __init__(self, lifecycle: Lifecycle, searchers: SearcherStates) -> None:
+        self._lifecycle = lifecycle
+        self._searchers = searchers
+
+    def trial_exited(
+        self, session: Session, exp: Experiment, run: Run, alloc: AllocState | None, failed: bool
+    ) -> None:
+        """Move ``run`` on after an allocation of it ended (``alloc`` None: after a restart)."""
+        lifecycle = self._lifecycle
+        acked = alloc.acked if alloc else False
+        if run.state in STOP_TO_TERMINAL:
+            terminal = STOP_TO_TERMINAL[run.state]
+            if failed and run.state == "STOPPING_COMPLETED" and not acked:
+                terminal = "ERROR"
+            lifecycle.set_trial_state(session, run, terminal)
+            self._notify_exit(session, exp, run, terminal)
+        elif failed:
+            run.restarts += 1
+            max_restarts = int(exp.config.get("max_restarts", 5))
+            if run.restarts > max_restarts:
+                master_log(
+                    session,
+                    run.task_id,
+                    f"Trial {run.id} exceeded max restarts ({max_restarts})",
+                    "LOG_LEVEL_ERROR",
+                )
+                lifecycle.set_trial_state(session, run, "ERROR")
+                self._notify_exit(session, exp, run, "ERROR")
+            elif exp.state == "ACTIVE" and run.state == "ACTIVE":
+                master_log(
+                    session,
+                    run.task_id,
+                    f"Restarting trial {run.id} ({run.restarts}/{max_restarts} restarts)",
+                )
+                lifecycle.restart_trial(session, exp, run)
+            else:
+                lifecycle.set_trial_state(session, run, "PAUSED")
+        elif not acked:
+            lifecycle.set_trial_state(session, run, "COMPLETED")
+            self._notify_exit(session, exp, run, "COMPLETED")
+        elif exp.state == "ACTIVE" and run.state == "ACTIVE":
+            lifecycle.restart_trial(session, exp, run)
+        else:
+            lifecycle.set_trial_state(session, run, "PAUSED")
+        lifecycle.maybe_finish(session, exp)
+
+    def _notify_exit(self, session: Session, exp: Experiment, run: Run, terminal: str) -> None:
+        if exp.state in _wire.TERMINAL_STATES:
+            return
+        if self._searchers.is_continued(exp.id):
+            runs = self._lifecycle.runs(session, exp.id)
+            if exp.state == "ACTIVE" and all(r.state in _wire.TERMINAL_STATES for r in runs):
+                failed = any(r.state == "ERROR" for r in runs)
+                exp.state = "STOPPING_ERROR" if failed else "STOPPING_COMPLETED"
+                self._searchers.continued.discard(exp.id)
+            return
+        rid = run.request_id
+        reason = None
+        if run.early_exit_reason:
+            reason = exited_reason(run.early_exit_reason)
+        elif terminal == "ERROR":
+            reason = exited_reason("ERRORED")
+        elif terminal == "CANCELED" and not exp.state.startswith("STOPPING"):
+            reason = exited_reason("USER_CANCELED")
+        if reason is not None:
+            # Upstream reports the early exit first, then closes the trial.
+            self._lifecycle.searcher_event(
+                session, exp, lambda s: s.trial_exited_early(rid, reason)
+            )
+        self._lifecycle.searcher_event(session, exp, lambda s: s.trial_exited(rid))
