@@ -2,7 +2,9 @@
 
 ``resource_manager(config)`` answers the master config's ``resource_manager`` section through the
 ``det_resource_manager`` hook; the built-in answer is :class:`LocalResourceManager` (process groups
-on this machine, scheduled by :class:`PriorityScheduler`).
+on this machine, scheduled by :class:`PriorityScheduler`). A new resource manager that schedules on
+a thread of its own subclasses :class:`ThreadedResourceManager` (its docstring lists what to
+implement) and passes ``determined.master.testing.rm_suite.ResourceManagerSuite``.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from determined.master.rm._base import ResourceManager
 from determined.master.rm._local import LocalResourceManager
 from determined.master.rm._scheduler import DEFAULT_MAX_BYPASS, JobLimits, PriorityScheduler, Start
 from determined.master.rm._slots import Gpu, discover_gpus
+from determined.master.rm._threaded import ThreadedResourceManager
 from determined.master.rm._types import (
     LOG_LEVELS,
     UNSET,
@@ -41,6 +44,7 @@ __all__ = [
     "ResourceManager",
     "ResourceManagerEvents",
     "Start",
+    "ThreadedResourceManager",
     "Unset",
     "discover_gpus",
     "parse_log_line",

@@ -147,7 +147,7 @@ class RayResourceManager(ThreadedResourceManager):
             )
 
     # -------------------------------------------------------------------------------------------
-    # placement
+    # placement, processes and release
 
     def _on_start_locked(self, pool: str, start: Start) -> Callable[[], None]:
         """Reserve the request's bundles: a placement group, assigned once Ray has placed it."""
@@ -223,9 +223,6 @@ class RayResourceManager(ThreadedResourceManager):
             self._placed[aid] = Placed(aid, pg, containers)
             self._assigned_locked(assignment)
         self._notify("allocation_assigned", request, assignment)
-
-    # -------------------------------------------------------------------------------------------
-    # processes and release
 
     def _is_launched_locked(self, allocation_id: str) -> bool:
         placed = self._placed.get(allocation_id)
