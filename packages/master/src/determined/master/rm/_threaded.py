@@ -22,10 +22,13 @@ not block):
   whatever was reserved for it.
 - :meth:`_refusal` (required): why a request can never fit a pool (or the pool is unknown).
 - :meth:`_is_launched_locked` (required): whether an allocation's processes were launched.
-- :meth:`_check_request`, :meth:`_connect`, :meth:`_refresh`,
-  :meth:`_idle_timeout_locked` (optional, with defaults below); ``close``
-  (extend it to give back what the RM holds: connections, reservations).
+- :meth:`_check_request`, :meth:`_connect`, :meth:`_refresh`, :meth:`_idle_timeout_locked` and
+  :attr:`waits_for_capacity` (optional, with defaults below); ``close`` (extend it to give back
+  what the RM holds: connections, reservations).
 - ``describe`` and ``reap_orphan`` of :class:`ResourceManager`.
+
+A new resource manager shows it conforms by passing
+``determined.master.testing.rm_suite.ResourceManagerSuite``.
 """
 
 from __future__ import annotations
