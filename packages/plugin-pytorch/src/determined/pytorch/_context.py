@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import pathlib
-import sys
-import time
-import types
-from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed
 import torch.nn as nn
 
+from determined.pytorch._context_steps import GradientSteps
+from determined.pytorch._context_tensorboard import TensorBoardSteps
 from determined.pytorch._data import _on_cpu_already, to_device
 from determined.pytorch._lr_scheduler import LRScheduler
 from determined.pytorch._reducer import _PyTorchReducerContext
@@ -95,7 +91,7 @@ class PyTorchExperimentalContext:
         self._auto_to_device = False
 
 
-class PyTorchTrialContext(_PyTorchReducerContext):
+class PyTorchTrialContext(GradientSteps, TensorBoardSteps, _PyTorchReducerContext):
     """Runtime information and the wrapping API of a PyTorchTrial.
 
     Wrap every model, optimizer and LR scheduler (``wrap_model``, ``wrap_optimizer``,
@@ -375,127 +371,6 @@ class PyTorchTrialContext(_PyTorchReducerContext):
         raise RuntimeError(
             "configure_apex_amp: apex is not supported by det; use "
             "context.experimental.use_amp() or torch.amp with context.wrap_scaler()"
-        )
-
-    # ---- steps ------------------------------------------------------------------------------
-    def _should_communicate_and_update(self) -> bool:
-        if not self._managed_training or self._aggregation_frequency == 1:
-            return True
-        batch_idx = self._require_training()
-        return (batch_idx + 1) % self._aggregation_frequency == 0
-
-    @contextlib.contextmanager
-    def _no_sync(self) -> Iterator[None]:
-        with contextlib.ExitStack() as stack:
-            for model in self.models:
-                if isinstance(model, nn.parallel.DistributedDataParallel):
-                    stack.enter_context(model.no_sync())
-            yield
-
-    def backward(
-        self,
-        loss: torch.Tensor,
-        gradient: torch.Tensor | None = None,
-        retain_graph: bool = False,
-        create_graph: bool = False,
-    ) -> None:
-        """``loss.backward(...)``, scaled under AMP; with DDP and gradient aggregation, gradients
-        are exchanged only on the last batch of each aggregation window."""
-        if self._scaler is not None and self.experimental._auto_amp:
-            loss = self._scaler.scale(loss)
-        if self._ddp and not self._should_communicate_and_update():
-            with self._no_sync():
-                loss.backward(
-                    gradient=gradient, retain_graph=retain_graph, create_graph=create_graph
-                )
-        else:
-            loss.backward(gradient=gradient, retain_graph=retain_graph, create_graph=create_graph)
-
-    def step_optimizer(
-        self,
-        optimizer: torch.optim.Optimizer,
-        clip_grads: Callable[[Iterator[Any]], None] | None = None,
-        auto_zero_grads: bool = True,
-        scaler: Any | None = None,
-    ) -> None:
-        """Step ``optimizer`` on the last batch of each aggregation window (every batch by default).
-
-        Args:
-            clip_grads: called with the optimizer's parameters before the step (after unscaling
-                under AMP), e.g. ``lambda params: torch.nn.utils.clip_grad_norm_(params, 1.0)``.
-            auto_zero_grads: zero the gradients after stepping (required with aggregation).
-            scaler: the GradScaler from ``wrap_scaler`` (manual AMP).
-        """
-        if self._aggregation_frequency > 1 and not auto_zero_grads:
-            raise ValueError(
-                "step_optimizer: auto_zero_grads must be True with aggregation_frequency > 1"
-            )
-        if not self._should_communicate_and_update():
-            return
-        config = self._optimizer_configs.get(id(optimizer))
-        if config is None:
-            raise ValueError("step_optimizer: the optimizer was not returned by wrap_optimizer()")
-        if self._aggregation_frequency > 1 and config["average_aggregated_gradients"]:
-            divisor = float(self._aggregation_frequency)
-            for group in optimizer.param_groups:
-                for param in group["params"]:
-                    if param.grad is not None:
-                        param.grad.div_(divisor)
-        if scaler is None and self.experimental._auto_amp:
-            scaler = self._scaler
-        if clip_grads is not None:
-            if scaler is not None and self.experimental._auto_amp:
-                scaler.unscale_(optimizer)
-            clip_grads([p for group in optimizer.param_groups for p in group["params"]])  # type: ignore[arg-type]
-        if scaler is not None:
-            scaler.step(optimizer)
-        else:
-            optimizer.step()
-        if auto_zero_grads:
-            optimizer.zero_grad()
-
-    # ---- tensorboard and profiling ----------------------------------------------------------
-    def get_enable_tensorboard_logging(self) -> bool:
-        return self._enable_tensorboard_logging
-
-    def set_enable_tensorboard_logging(self, enable_tensorboard_logging: bool) -> None:
-        if not isinstance(enable_tensorboard_logging, bool):
-            raise TypeError("enable_tensorboard_logging: must be a bool")
-        self._enable_tensorboard_logging = enable_tensorboard_logging
-
-    def get_tensorboard_path(self) -> pathlib.Path:
-        """Where TensorBoard files go (uploaded with the trial on a cluster)."""
-        return self._core.train.get_tensorboard_path()
-
-    def get_tensorboard_writer(self) -> Any:
-        """A ``torch.utils.tensorboard.SummaryWriter`` writing to :meth:`get_tensorboard_path`."""
-        if self._tbd_writer is None:
-            if "tensorflow" not in sys.modules:
-                # TensorBoard imports all of TensorFlow (seconds) for file I/O it can do without
-                # when TF is installed but unused; its documented switch to the stub is this module.
-                sys.modules.setdefault("tensorboard.compat.notf", types.ModuleType("notf"))
-            from torch.utils import tensorboard
-
-            self._tbd_writer = tensorboard.SummaryWriter(str(self.get_tensorboard_path()))
-        return self._tbd_writer
-
-    def _maybe_reset_tbd_writer(self) -> None:
-        if self._tbd_writer is None:
-            return
-        now = time.time()
-        if self._last_tb_reset_ts is None or int(now) > int(self._last_tb_reset_ts):
-            self._tbd_writer.flush()
-            self._last_tb_reset_ts = now
-
-    def set_profiler(self, *args: Any, **kwargs: Any) -> None:
-        """Profile ``train_batch`` with ``torch.profiler.profile(*args, **kwargs)``; traces go to
-        the TensorBoard directory. The loop enters it before training and steps it every batch."""
-        self.profiler = torch.profiler.profile(
-            *args,
-            on_trace_ready=torch.profiler.tensorboard_trace_handler(
-                str(self.get_tensorboard_path())
-            ),
-            **kwargs,
         )
 
     # ---- private setters of the legacy entrypoint path --------------------------------------

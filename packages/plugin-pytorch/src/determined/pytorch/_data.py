@@ -32,7 +32,9 @@ _Array = np.ndarray | torch.Tensor  # type: ignore[type-arg]
 _Data = dict[str, _Array] | Sequence[_Array] | _Array
 
 
-def _dataset_repro_warning(fn: str, data_obj: Any, is_deepspeed_trial: bool = False) -> str:
+def dataset_repro_warning(fn: str, data_obj: Any, is_deepspeed_trial: bool = False) -> str:
+    """The error for a loader builder ``fn`` that returned ``data_obj`` instead of a
+    det.pytorch.DataLoader (with how to turn the check off)."""
     how = (
         "context.disable_dataset_reproducibility_checks()"
         if is_deepspeed_trial
@@ -44,6 +46,9 @@ def _dataset_repro_warning(fn: str, data_obj: Any, is_deepspeed_trial: bool = Fa
         "shuffling reproducible, sharding correct and resuming exact; use it if you can. "
         f"Otherwise call {how} in your trial's __init__()."
     )
+
+
+_dataset_repro_warning = dataset_repro_warning  # the name det.pytorch exported before
 
 
 class DataLoader:

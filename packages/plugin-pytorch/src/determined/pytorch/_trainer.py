@@ -5,13 +5,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import sys
 import warnings
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed
 
@@ -19,19 +17,14 @@ import determined as det
 from determined import core
 from determined.core.plugins import parse_max_length
 from determined.pytorch._context import PyTorchTrialContext
-from determined.pytorch._controller import _PyTorchTrialController
+from determined.pytorch._controller import PyTorchTrialController
+from determined.pytorch._environment import TrialEnvironment, open_trial_context
 from determined.pytorch._trial import PyTorchTrial
 from determined.pytorch._units import Batch, Epoch, TrainUnit
 
 logger = logging.getLogger("determined.pytorch")
 
 CHECKPOINT_POLICIES = ("best", "all", "none")
-
-
-def _set_random_seeds(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.random.manual_seed(seed)
 
 
 def _torchrun_world_size() -> int:
@@ -80,52 +73,28 @@ def init(
     is honoured there too; off-cluster the RNGs are seeded when ``exp_conf`` has
     ``reproducibility.experiment_seed`` (on a cluster always, with the trial seed).
     """
-    info = det.get_cluster_info()
-    local = info is None or info.task_type != "TRIAL"
-    trial_seed: int | None
-    if not local:
-        assert info is not None
-        trial_seed = int(info.trial.trial_seed)
-        exp_conf = info.trial.config
-        if hparams is None:
-            hparams = info.trial.hparams
-        steps_completed = int(info.trial.steps_completed)
-        num_gpus = len(info.gpu_uuids)
-        debug_enabled = bool(info.trial.debug)
-    else:
-        seed = ((exp_conf or {}).get("reproducibility") or {}).get("experiment_seed")
-        trial_seed = int(seed) if seed is not None else None
-        steps_completed = 0
-        num_gpus = torch.cuda.device_count()
-        debug_enabled = False
-    owns_process_group = _init_process_group(num_gpus)
+    env = TrialEnvironment.read(hparams, exp_conf)
+    owns_process_group = _init_process_group(env.num_gpus)
     try:
-        if trial_seed is not None:
-            _set_random_seeds(trial_seed)
-        with core.init(
+        with open_trial_context(
+            env,
+            lambda core_context: PyTorchTrialContext(
+                core_context=core_context,
+                trial_seed=env.trial_seed,
+                hparams=env.hparams,
+                slots_per_trial=core_context.distributed.get_size(),
+                num_gpus=env.num_gpus,
+                exp_conf=env.exp_conf,
+                aggregation_frequency=aggregation_frequency,
+                steps_completed=env.steps_completed,
+                managed_training=True,
+                debug_enabled=env.debug_enabled,
+                enable_tensorboard_logging=enable_tensorboard_logging,
+            ),
             distributed=distributed,
             checkpoint_storage=checkpoint_storage,
-            preempt_mode=core.PreemptMode.WorkersAskChief,
-            tensorboard_mode=core.TensorboardMode.MANUAL,
-        ) as core_context:
-            context = PyTorchTrialContext(
-                core_context=core_context,
-                trial_seed=trial_seed,
-                hparams=hparams,
-                slots_per_trial=core_context.distributed.get_size(),
-                num_gpus=num_gpus,
-                exp_conf=exp_conf,
-                aggregation_frequency=aggregation_frequency,
-                steps_completed=steps_completed,
-                managed_training=True,
-                debug_enabled=debug_enabled,
-                enable_tensorboard_logging=enable_tensorboard_logging,
-            )
-            try:
-                yield context
-            finally:
-                if context._tbd_writer is not None:
-                    context._tbd_writer.close()
+        ) as context:
+            yield context
     finally:
         if owns_process_group and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
@@ -266,8 +235,8 @@ class Trainer:
         )
         controller.run()
 
-    def _make_controller(self, **kwargs: Any) -> _PyTorchTrialController:
-        return _PyTorchTrialController(**kwargs)
+    def _make_controller(self, **kwargs: Any) -> PyTorchTrialController:
+        return PyTorchTrialController(**kwargs)
 
 
 def _max_length_from_searcher(

@@ -108,7 +108,7 @@ class Epoch(TrainUnit):
 
 
 @dataclass
-class _TrialState:
+class TrialState:
     """What the training loop must remember across a pause: where it is and what it last did."""
 
     trial_id: int = 0
@@ -122,14 +122,19 @@ class _TrialState:
         return {k: int(v) for k, v in asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> _TrialState:
+    def from_dict(cls, data: dict[str, Any]) -> TrialState:
         known = {k: int(data[k]) for k in cls.__dataclass_fields__ if data.get(k) is not None}
         return cls(**known)
 
 
-class _ShouldExit(Exception):
+class ShouldExit(Exception):
     """Unwinds the training loop to checkpoint and return (preemption or a stop request)."""
 
     def __init__(self, skip_exit_checkpoint: bool = False) -> None:
         super().__init__("training stopped early")
         self.skip_exit_checkpoint = skip_exit_checkpoint
+
+
+# the names det.pytorch exported before the extension module (kept for compatibility)
+_TrialState = TrialState
+_ShouldExit = ShouldExit

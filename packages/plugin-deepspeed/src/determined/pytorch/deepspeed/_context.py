@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 import deepspeed
-from determined.pytorch._context import PyTorchTrialContext
-from determined.pytorch._lr_scheduler import LRScheduler
+from determined.pytorch import LRScheduler, PyTorchTrialContext
 from determined.pytorch.deepspeed._mpu import (
     ModelParallelUnit,
     make_data_parallel_mpu,

@@ -1,6 +1,7 @@
 """The DeepSpeed training loop: det.pytorch's loop with DeepSpeed's steps, data and checkpoints.
 
-``DeepSpeedTrialController`` subclasses the PyTorchTrial controller, so periods, units, reporting,
+``DeepSpeedTrialController`` subclasses the PyTorchTrial controller of
+:mod:`determined.pytorch.extension`, so periods, units, reporting,
 validation scheduling, checkpoint policy, preemption, callbacks and TensorBoard behave exactly as in
 ``det.pytorch.Trainer``. What it replaces:
 
@@ -19,7 +20,6 @@ validation scheduling, checkpoint policy, preemption, callbacks and TensorBoard 
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import pathlib
@@ -28,21 +28,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import torch
-import torch.utils.data
 
-import determined as det
 from determined import core
-from determined.pytorch import _checkpoint, _metrics
-from determined.pytorch._controller import (
-    _copy_user_code,
-    _listed,
-    _overrides,
-    _PyTorchTrialController,
-    _repeat_torch_loader,
-)
-from determined.pytorch._data import DataLoader, _dataset_repro_warning
-from determined.pytorch._lr_scheduler import LRScheduler
-from determined.pytorch._units import Epoch, _ShouldExit
+from determined.pytorch import DataLoader, LRScheduler, extension
 from determined.pytorch.deepspeed._context import DeepSpeedTrialContext
 from determined.pytorch.deepspeed._trial import DeepSpeedTrial, evaluation_kind
 
@@ -110,10 +98,42 @@ def _average_micro_batches(outputs: list[dict[str, Any]]) -> dict[str, Any]:
     return averaged
 
 
-class DeepSpeedTrialController(_PyTorchTrialController):
+def _agree_on_lengths(
+    dist: core.DistributedContext,
+    micro_len: int | None,
+    validation_len: int | None,
+    gas: int,
+    lockstep: bool,
+) -> tuple[int, list[int]]:
+    """Steps per epoch (from the shortest training loader of all ranks) and every rank's count of
+    validation batches; with ``lockstep`` (ZeRO 3, pipelines) every rank runs the fewest."""
+    lengths = dist.allgather((micro_len, validation_len))
+    train_lengths = [n for n, _ in lengths if n is not None]
+    if not train_lengths:
+        raise ValueError("no rank built a training data loader (see ModelParallelUnit)")
+    if min(train_lengths) != max(train_lengths):
+        logger.warning("training loaders differ in length across ranks; using the shortest")
+    epoch_len = min(train_lengths) // gas
+    if epoch_len < 1:
+        raise ValueError(
+            f"build_training_data_loader(): {min(train_lengths)} micro batches per epoch is "
+            f"fewer than gradient_accumulation_steps ({gas})"
+        )
+    counts = [n for _, n in lengths if n is not None]
+    if lockstep and counts and min(counts) != max(counts):
+        logger.warning(
+            "validation: ranks hold %s batches; with ZeRO stage 3 or a pipeline every rank must "
+            "run the same number, so the last %d batch(es) of some ranks are left out",
+            counts,
+            max(counts) - min(counts),
+        )
+    return epoch_len, counts
+
+
+class DeepSpeedTrialController(extension.PyTorchTrialController):
     """Runs one :class:`DeepSpeedTrial` to ``max_length``; built and run by ``Trainer.fit()``."""
 
-    trial: DeepSpeedTrial  # type: ignore[assignment]
+    trial: DeepSpeedTrial
     context: DeepSpeedTrialContext
 
     def __init__(self, **kwargs: Any) -> None:
@@ -134,7 +154,7 @@ class DeepSpeedTrialController(_PyTorchTrialController):
         self._own_rank_state = False
 
     # ---- what this loop accepts -------------------------------------------------------------
-    def _check_trial(self, trial_inst: Any, context: Any) -> None:
+    def check_trial(self, trial_inst: Any, context: Any) -> None:
         if not isinstance(trial_inst, DeepSpeedTrial):
             raise TypeError(
                 "trial: expected a det.pytorch.deepspeed.DeepSpeedTrial, not "
@@ -151,14 +171,16 @@ class DeepSpeedTrialController(_PyTorchTrialController):
                 "__init__"
             )
 
-    def _evaluation_mode(self, trial_inst: Any) -> str:
+    def evaluation_mode(self, trial_inst: Any) -> str:
         # Both kinds run on every rank here (see DeepSpeedTrial.evaluate_full_dataset); the base
         # loop's "batch" mode is the one that evaluates on every rank.
         self._eval_kind = evaluation_kind(trial_inst)
         return "batch"
 
     # ---- data -------------------------------------------------------------------------------
-    def _build_loaders(self) -> None:
+    def build_data_loaders(self) -> None:
+        """Loaders on the ranks the ModelParallelUnit names, sharded over its data-parallel ranks;
+        one epoch is (micro batches per epoch) // gradient_accumulation_steps optimizer steps."""
         ctx, mpu = self.context, self.context._mpu
         repro_off = ctx.experimental._data_repro_checks_disabled
         gas = self._gas
@@ -166,22 +188,24 @@ class DeepSpeedTrialController(_PyTorchTrialController):
         skip = self.state.batches_trained * gas
         micro_len: int | None = None
         validation_len: int | None = None
-        self._train_iter = None
-        self._validation_loader = None
+        self.train_iter = None
+        self.validation_loader = None
         if mpu.should_build_data_loader:
             replicas, rank = mpu.data_parallel_world_size, mpu.data_parallel_rank
             train_data = self.trial.build_training_data_loader()
             if isinstance(train_data, DataLoader):
-                loader = train_data._get_data_loader(True, skip, replicas, rank, self._train_seed)
-                self._train_seed = train_data._shuffle_seed
+                loader = train_data._get_data_loader(True, skip, replicas, rank, self.train_seed)
+                self.train_seed = train_data._shuffle_seed
                 micro_len = len(loader)
-                self._train_iter = iter(loader)
+                self.train_iter = iter(loader)
             elif repro_off and hasattr(train_data, "__iter__"):
                 micro_len = _loader_length(train_data)
-                self._train_iter = _repeat_torch_loader(train_data, skip, micro_len or sys.maxsize)
+                self.train_iter = extension.repeat_torch_loader(
+                    train_data, skip, micro_len or sys.maxsize
+                )
             else:
                 raise TypeError(
-                    _dataset_repro_warning(
+                    extension.dataset_repro_warning(
                         "build_training_data_loader", train_data, is_deepspeed_trial=True
                     )
                 )
@@ -190,65 +214,46 @@ class DeepSpeedTrialController(_PyTorchTrialController):
                 repro_off and hasattr(validation_data, "__iter__")
             ):
                 raise TypeError(
-                    _dataset_repro_warning(
+                    extension.dataset_repro_warning(
                         "build_validation_data_loader", validation_data, is_deepspeed_trial=True
                     )
                 )
             if self._eval_kind == "full":
-                self._validation_loader = (
+                self.validation_loader = (
                     validation_data.get_data_loader()
                     if isinstance(validation_data, DataLoader)
                     else validation_data
                 )
             else:
-                self._validation_loader = (
+                self.validation_loader = (
                     validation_data.get_data_loader(False, 0, replicas, rank)
                     if isinstance(validation_data, DataLoader)
                     else validation_data
                 )
-                validation_len = _loader_length(self._validation_loader)
+                validation_len = _loader_length(self.validation_loader)
                 if validation_len is None:
                     raise TypeError(
                         "build_validation_data_loader(): the validation loader needs a length"
                     )
                 if ctx.use_pipeline_parallel:
                     validation_len //= gas  # eval_batch takes gradient_accumulation_steps each
-        lengths = self.dist.allgather((micro_len, validation_len))
-        train_lengths = [n for n, _ in lengths if n is not None]
-        if not train_lengths:
-            raise ValueError("no rank built a training data loader (see ModelParallelUnit)")
-        if min(train_lengths) != max(train_lengths):
-            logger.warning("training loaders differ in length across ranks; using the shortest")
-        epoch_len = min(train_lengths) // gas
-        if epoch_len < 1:
-            raise ValueError(
-                f"build_training_data_loader(): {min(train_lengths)} micro batches per epoch is "
-                f"fewer than gradient_accumulation_steps ({gas})"
-            )
-        ctx._epoch_len = epoch_len
+        ctx._epoch_len, counts = _agree_on_lengths(
+            self.dist, micro_len, validation_len, gas, self._lockstep_validation
+        )
         if self._eval_kind == "batch":
-            counts = [n for _, n in lengths if n is not None]
             mine = validation_len or 0
             if self._lockstep_validation:
                 mine = min(counts) if counts else 0
-                if counts and min(counts) != max(counts):
-                    logger.warning(
-                        "validation: ranks hold %s batches; with ZeRO stage 3 or a pipeline every "
-                        "rank must run the same number, so the last %d batch(es) of some ranks "
-                        "are left out",
-                        counts,
-                        max(counts) - min(counts),
-                    )
             self._validation_calls = mine
         self._micro_steps_start = int(getattr(ctx.models[0], "micro_steps", 0))
 
     # ---- training ---------------------------------------------------------------------------
-    def _train_workload(self) -> list[str]:
+    def train_until_boundary(self) -> list[str]:
         """Train optimizer steps until a period boundary; return the boundaries that fired."""
         ctx, trial, state = self.context, self.trial, self.state
         assert ctx._epoch_len is not None
         epoch_len = ctx._epoch_len
-        metrics = self._batch_metrics
+        metrics = self.batch_metrics
         report = ctx._mpu.should_report_metrics
         calls, gas = self._calls_per_step, self._gas
         engine = ctx.models[0]
@@ -257,10 +262,11 @@ class DeepSpeedTrialController(_PyTorchTrialController):
             s for s in ctx.lr_schedulers if s._step_mode != LRScheduler.StepMode.MANUAL_STEP
         ]
         profiler = ctx.profiler
-        stop_every_batch = self._stop_every_batch
+        stop_every_batch = self.stop_every_batch
         preempt = self.core.preempt
-        boundaries = self._boundaries
-        train_iter = self._train_iter
+        fired_boundaries = self.fired_boundaries
+        detach = extension.detach_metrics
+        train_iter = self.train_iter
         while True:
             batch_idx = state.batches_trained
             epoch_idx, in_epoch = divmod(batch_idx, epoch_len)
@@ -270,15 +276,11 @@ class DeepSpeedTrialController(_PyTorchTrialController):
                     callback.on_training_epoch_start(epoch_idx)
             try:
                 if calls == 1:
-                    out = _metrics.detach_metrics(
-                        trial.train_batch(train_iter, epoch_idx, batch_idx)
-                    )
+                    out = detach(trial.train_batch(train_iter, epoch_idx, batch_idx))
                 else:
                     out = _average_micro_batches(
                         [
-                            _metrics.detach_metrics(
-                                trial.train_batch(train_iter, epoch_idx, batch_idx)
-                            )
+                            detach(trial.train_batch(train_iter, epoch_idx, batch_idx))
                             for _ in range(calls)
                         ]
                     )
@@ -298,43 +300,41 @@ class DeepSpeedTrialController(_PyTorchTrialController):
             if report:
                 metrics.append(out)
             if schedulers:
-                self._step_schedulers(schedulers, batch_idx)
+                self.step_schedulers(schedulers, batch_idx)
             state.batches_trained = batch_idx + 1
             epoch_end = in_epoch == epoch_len - 1
             if epoch_end:
                 for callback in self.callbacks.values():
                     callback.on_training_epoch_end(epoch_idx)
                 state.epochs_trained += 1
-            fired = [
-                kind
-                for kind, unit in boundaries
-                if (
-                    unit.should_stop(batch_idx + 1)
-                    if type(unit) is not Epoch
-                    else epoch_end and unit.should_stop(epoch_idx + 1)
-                )
-            ]
+            fired = fired_boundaries(batch_idx + 1, epoch_idx, epoch_end)
             if fired:
                 return fired
             if stop_every_batch and (ctx._stop_requested or preempt.should_preempt()):
-                raise _ShouldExit()
+                raise extension.ShouldExit()
 
     # ---- validation -------------------------------------------------------------------------
-    def _evaluate_batches(self) -> dict[str, Any] | None:
+    def evaluate_batches(self) -> dict[str, Any] | None:
+        """``evaluate_batch`` calls on every rank, each weighted by the samples it consumed; or
+        ``evaluate_full_dataset`` on every rank (the chief's result counts)."""
+        trial = self.trial
         if self._eval_kind == "full":
-            return self._evaluate_full_on_every_rank()
-        trial, ctx = self.trial, self.context
+            metrics = trial.evaluate_full_dataset(data_loader=self.validation_loader)
+            if not isinstance(metrics, dict):
+                raise TypeError(
+                    "evaluate_full_dataset() must return a dict of metrics, not "
+                    f"{type(metrics).__name__}"
+                )
+            return dict(extension.metrics_to_python(metrics)) if self.is_chief else None
         for callback in self.callbacks.values():
             callback.on_validation_epoch_start()
-        report = ctx._mpu.should_report_metrics
+        report = self.context._mpu.should_report_metrics
         counting = (
-            _CountingIterator(iter(self._validation_loader), trial.get_batch_length)
-            if self._validation_loader is not None
+            _CountingIterator(iter(self.validation_loader), trial.get_batch_length)
+            if self.validation_loader is not None
             else None
         )
-        outputs: list[dict[str, Any]] = []
-        lengths: list[int] = []
-        keys: set[str] | None = None
+        collector = extension.ValidationCollector(self.dist, self.callbacks)
         for idx in range(self._validation_calls):
             before = counting.records if counting is not None else 0
             try:
@@ -347,46 +347,18 @@ class DeepSpeedTrialController(_PyTorchTrialController):
                     f"evaluate_batch() ran out of validation data after {idx} of "
                     f"{self._validation_calls} calls (does each call take one micro batch?)"
                 ) from None
-            if not isinstance(out, dict):
-                raise TypeError(
-                    f"evaluate_batch() must return a dict of metrics, not {type(out).__name__}"
-                )
-            if keys is None:
-                keys = set(out)
-            elif keys != set(out):
-                raise ValueError(
-                    "evaluate_batch() must return the same metric names for every batch: "
-                    f"{sorted(keys)} != {sorted(out)}"
-                )
             if report:
-                outputs.append(
-                    {
-                        k: v.detach().cpu() if isinstance(v, torch.Tensor) else v
-                        for k, v in out.items()
-                    }
-                )
                 consumed = counting.records - before if counting is not None else 0
-                lengths.append(consumed if consumed > 0 else 1)
+                collector.add(out, consumed if consumed > 0 else 1)
+            else:
+                collector.check(out)
             if self.test_mode:
                 break
-        if self.dist.size == 1 and not outputs:
-            raise RuntimeError("build_validation_data_loader(): the validation data is empty")
-        for callback in self.callbacks.values():
-            callback.on_validation_epoch_end(outputs)
-        return _metrics.reduce_validation(
-            self.dist, list(zip(outputs, lengths, strict=True)), trial.evaluation_reducer()
-        )
-
-    def _evaluate_full_on_every_rank(self) -> dict[str, Any] | None:
-        metrics = self.trial.evaluate_full_dataset(data_loader=self._validation_loader)
-        if not isinstance(metrics, dict):
-            raise TypeError(
-                f"evaluate_full_dataset() must return a dict of metrics, not {type(metrics).__name__}"
-            )
-        return dict(_metrics.to_python(metrics)) if self.is_chief else None
+        return collector.finish(trial.evaluation_reducer())
 
     # ---- checkpoints ------------------------------------------------------------------------
-    def _read_checkpoint(self, path: pathlib.Path) -> dict[str, Any] | None:
+    def read_checkpoint(self, path: pathlib.Path) -> dict[str, Any] | None:
+        """This rank's det state (RNG, loop position) and the engines' shards."""
         rank_file = path / RANK_STATE_FILE.format(rank=self.dist.rank)
         self._own_rank_state = rank_file.exists()
         if not self._own_rank_state:
@@ -401,110 +373,42 @@ class DeepSpeedTrialController(_PyTorchTrialController):
                 rank_file = fallback
         checkpoint: dict[str, Any] = {}
         if rank_file.exists():
-            loaded = _checkpoint.torch_load(rank_file)
-            if not isinstance(loaded, dict):
-                raise ValueError(f"{rank_file}: expected a dict, found a {type(loaded).__name__}")
-            checkpoint = loaded
+            checkpoint = extension.load_state_file(rank_file)
         else:
             logger.warning("checkpoint %s has no det state: restoring the engines only", path)
-        saved_state = _checkpoint.read_trial_state(path, checkpoint)
-        if saved_state is not None and saved_state.get("trial_id") == self.trial_id:
-            self.state = type(self.state).from_dict(saved_state)
-            self.state.trial_id = self.trial_id
-            data_state = checkpoint.get("det_data_state") or {}
-            self._train_seed = data_state.get("train_seed")
-            if self._own_rank_state:
-                self._batch_metrics = list(data_state.get("pending_batch_metrics") or [])
-        else:
+        if self.restore_loop_position(path, checkpoint, self._own_rank_state) is None:
             logger.info("checkpoint from another trial: loading its engines, starting at batch 0")
         self.trial.load(self.context, path)
         return checkpoint
 
-    def _apply_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        ctx = self.context
-        for callback in self.callbacks.values():
-            callback.on_checkpoint_load_start(checkpoint)
-        optimizers = _listed(
-            checkpoint, "optimizers_state_dict", "optimizer_state_dict", len(ctx.optimizers)
-        )
-        for optimizer, optimizer_state in zip(ctx.optimizers, optimizers, strict=False):
-            optimizer.load_state_dict(optimizer_state)
-        schedulers = _listed(
-            checkpoint, "lr_schedulers_state_dict", "lr_scheduler", len(ctx.lr_schedulers)
-        )
-        for scheduler, scheduler_state in zip(ctx.lr_schedulers, schedulers, strict=False):
-            scheduler.load_state_dict(scheduler_state)
+    def apply_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        self.notify_checkpoint_load_start(checkpoint)
+        self.restore_optimizers_and_schedulers(checkpoint)
         if self._own_rank_state and "rng_state" in checkpoint:
-            _checkpoint.set_rng_state(checkpoint["rng_state"], self._cuda_index())
+            extension.set_rng_state(checkpoint["rng_state"], self.cuda_index())
         elif self._own_rank_state:
             logger.warning("the checkpoint has no RNG state to restore")
-        saved_callbacks = checkpoint.get("callbacks") or {}
-        for name, callback in self.callbacks.items():
-            if name in saved_callbacks:
-                callback.load_state_dict(saved_callbacks[name])
-            elif _overrides(callback, "load_state_dict"):
-                logger.warning("callback %r has state but the checkpoint holds none for it", name)
+        self.restore_callbacks(checkpoint)
 
-    def _checkpoint(self, already_exiting: bool) -> None:
+    def save_checkpoint(self, already_exiting: bool) -> None:
         """Every rank writes into one sharded checkpoint (engine shards and its own det state)."""
-        self.state.last_ckpt = self.state.batches_trained
-        try:
-            metadata = None
-            if self.is_chief:
-                self.core.train.set_status("checkpointing")
-                metadata = {
-                    "determined_version": det.__version__,
-                    "steps_completed": self.state.batches_trained,
-                    "framework": f"torch-{torch.__version__}",
-                    "format": "pickle",
-                }
+        metadata = self.begin_checkpoint()
+        with self.exit_on_invalid_hp(already_exiting):
             with self.core.checkpoint.store_path(metadata, shard=True) as (path, storage_id):
                 self._save_shard(pathlib.Path(path))
-            for callback in self.callbacks.values():
-                callback.on_checkpoint_upload_end(uuid=storage_id)
-        except det.InvalidHP:
-            if not already_exiting:
-                self.core.train.report_early_exit(core.EarlyExitReason.INVALID_HP)
-                raise _ShouldExit(skip_exit_checkpoint=True) from None
-            raise
+            self.notify_checkpoint_uploaded(storage_id)
 
     def _save_shard(self, path: pathlib.Path) -> None:
-        ctx = self.context
         path.mkdir(parents=True, exist_ok=True)
-        self.trial.save(ctx, path)
+        self.trial.save(self.context, path)
         state: dict[str, Any] = {
-            "optimizers_state_dict": [optimizer.state_dict() for optimizer in ctx.optimizers],
-            "lr_schedulers_state_dict": [s.state_dict() for s in ctx.lr_schedulers],
-            "callbacks": {name: cb.state_dict() for name, cb in self.callbacks.items()},
-            "rng_state": _checkpoint.get_rng_state(self._cuda_index()),
-            "det_trial_state": self.state.to_dict(),
-            "det_data_state": {
-                "train_seed": self._train_seed,
-                "pending_batch_metrics": _metrics.batch_metrics_to_python(self._batch_metrics),
-            },
-            "det_format": _checkpoint.FORMAT_VERSION,
+            **self.loop_state_dict(),
+            "rng_state": extension.get_rng_state(self.cuda_index()),
             "det_world_size": self.dist.size,
         }
         for callback in self.callbacks.values():
             callback.on_checkpoint_save_start(state)
         torch.save(state, path / RANK_STATE_FILE.format(rank=self.dist.rank))
         if self.is_chief:
-            trial_cls = type(self.trial)
-            try:
-                exp_conf: dict[str, Any] | None = ctx.get_experiment_config()
-            except ValueError:
-                exp_conf = None
-            load_data = {
-                "trial_type": "DeepSpeedTrial",
-                "experiment_config": exp_conf,
-                "hparams": ctx._hparams,
-                "trial_cls_spec": f"{trial_cls.__module__}:{trial_cls.__qualname__}",
-                "is_trainer": True,
-            }
-            (path / "load_data.json").write_text(json.dumps(load_data, default=str))
-            if not self.local_training:
-                _copy_user_code(pathlib.Path.cwd(), path / "code")
-        for callback in self.callbacks.values():
-            if _overrides(callback, "on_checkpoint_end"):
-                callback.on_checkpoint_end(str(path))
-            callback.on_checkpoint_write_end(str(path))
+            self.write_trial_files(path, "DeepSpeedTrial")
+        self.notify_checkpoint_written(path)

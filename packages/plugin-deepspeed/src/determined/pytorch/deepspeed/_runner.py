@@ -29,7 +29,7 @@ class DeepSpeedTrialRunner:
 
     def run(self, trial_class: type, cluster_info: ClusterInfo | None) -> None:
         from determined.pytorch import deepspeed as det_ds
-        from determined.pytorch._runner import fit_kwargs
+        from determined.pytorch.extension import fit_kwargs
 
         if cluster_info is None or cluster_info.task_type != "TRIAL":
             raise ValueError(

@@ -19,11 +19,10 @@ from typing import Any
 import torch
 import torch.distributed
 
-import determined as det
 from determined import core
 from determined.core.plugins import free_ports
-from determined.pytorch._trainer import Trainer as _PyTorchTrainer
-from determined.pytorch._trainer import _set_random_seeds
+from determined.pytorch import Trainer as _PyTorchTrainer
+from determined.pytorch import extension
 from determined.pytorch.deepspeed._context import DeepSpeedTrialContext
 from determined.pytorch.deepspeed._controller import DeepSpeedTrialController
 from determined.pytorch.deepspeed._trial import DeepSpeedTrial
@@ -117,54 +116,31 @@ def init(
     a single process; ``hparams`` default to the trial's on a cluster; off-cluster the RNGs are
     seeded when ``exp_conf`` has ``reproducibility.experiment_seed`` (on a cluster always).
     """
-    info = det.get_cluster_info()
-    local = info is None or info.task_type != "TRIAL"
-    trial_seed: int | None
-    if not local:
-        assert info is not None
-        trial_seed = int(info.trial.trial_seed)
-        exp_conf = info.trial.config
-        if hparams is None:
-            hparams = info.trial.hparams
-        steps_completed = int(info.trial.steps_completed)
-        num_gpus = len(info.gpu_uuids)
-        debug_enabled = bool(info.trial.debug)
-    else:
-        seed = ((exp_conf or {}).get("reproducibility") or {}).get("experiment_seed")
-        trial_seed = int(seed) if seed is not None else None
-        steps_completed = 0
-        num_gpus = torch.cuda.device_count()
-        debug_enabled = False
+    env = extension.TrialEnvironment.read(hparams, exp_conf)
+    info = env.cluster_info
     with _single_process_env():
         _init_distributed()
         if distributed is None and _launcher_world_size() > 1:
             distributed = core.DistributedContext.from_deepspeed(
                 chief_ip=(info.container_addrs[0] if info and info.container_addrs else None)
             )
-        if trial_seed is not None:
-            _set_random_seeds(trial_seed)
-        with core.init(
+        with extension.open_trial_context(
+            env,
+            lambda core_context: DeepSpeedTrialContext(
+                core_context=core_context,
+                trial_seed=env.trial_seed,
+                hparams=env.hparams,
+                slots_per_trial=core_context.distributed.get_size(),
+                num_gpus=env.num_gpus,
+                exp_conf=env.exp_conf,
+                steps_completed=env.steps_completed,
+                enable_tensorboard_logging=enable_tensorboard_logging,
+                debug_enabled=env.debug_enabled,
+            ),
             distributed=distributed,
             checkpoint_storage=checkpoint_storage,
-            preempt_mode=core.PreemptMode.WorkersAskChief,
-            tensorboard_mode=core.TensorboardMode.MANUAL,
-        ) as core_context:
-            context = DeepSpeedTrialContext(
-                core_context=core_context,
-                trial_seed=trial_seed,
-                hparams=hparams,
-                slots_per_trial=core_context.distributed.get_size(),
-                num_gpus=num_gpus,
-                exp_conf=exp_conf,
-                steps_completed=steps_completed,
-                enable_tensorboard_logging=enable_tensorboard_logging,
-                debug_enabled=debug_enabled,
-            )
-            try:
-                yield context
-            finally:
-                if context._tbd_writer is not None:
-                    context._tbd_writer.close()
+        ) as context:
+            yield context
 
 
 class Trainer(_PyTorchTrainer):

@@ -11,11 +11,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 import torch.utils.data
 
-from determined.pytorch._data import DataLoader, data_length
-from determined.pytorch._reducer import Reducer
+from determined.pytorch import DataLoader, Reducer, data_length
 
 if TYPE_CHECKING:
-    from determined.pytorch._callback import PyTorchCallback
+    from determined.pytorch import PyTorchCallback
     from determined.pytorch.deepspeed._context import DeepSpeedTrialContext
 
 logger = logging.getLogger("determined.pytorch.deepspeed")
