@@ -21,17 +21,32 @@ Differences from upstream's callback (on purpose):
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import pathlib
 import tempfile
-import time
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from determined.keras import _compat
+from determined.keras._callback_arguments import check_callback_arguments
+from determined.keras._callback_files import (
+    MODEL_FILE,
+    OPTIMIZER_FILE,
+    STATE_FILE,
+    STATE_FORMAT,
+    load_optimizer,
+    optimizer_values,
+    read_state,
+    require_built_model,
+    write_optimizer,
+    write_state,
+)
+from determined.keras._callback_reporting import (
+    ProgressPrinter,
+    StatusReporter,
+    metrics_with_counters,
+    validation_metrics,
+)
 from determined.keras._compat import keras
 
 if TYPE_CHECKING:
@@ -39,15 +54,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("determined.keras")
 
-MODEL_FILE = "model_checkpoint.weights.h5"
-"""The model's weights inside a checkpoint (Keras ``save_weights`` format)."""
-OPTIMIZER_FILE = "optimizer_state.npz"
-"""Optimizer variables, positionally (written on Keras 2 only: Keras 3 keeps them in MODEL_FILE)."""
-STATE_FILE = "callback_state.json"
-"""Epoch, steps_completed, continue_id and the epoch lengths."""
-STATE_FORMAT = 1
-_NOT_METRICS = ("batch", "size")
-_STATUS_INTERVAL = 1.0
+__all__ = ["MODEL_FILE", "OPTIMIZER_FILE", "STATE_FILE", "STATE_FORMAT", "DeterminedCallback"]
 
 
 class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
@@ -89,49 +96,14 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
         keras.callbacks.Callback.__init__(self)
         # Keras 2's ProgbarLogger answers "call my batch hooks?" from this attribute.
         self._call_batch_hooks = True
-        for name in ("train", "checkpoint", "preempt", "distributed"):
-            if not hasattr(core_context, name):
-                raise TypeError(
-                    "DeterminedCallback: core_context must be the result of det.core.init(), "
-                    f"got {type(core_context).__name__}"
-                )
-        if checkpoint is not None and not isinstance(checkpoint, str):
-            raise TypeError(
-                f"DeterminedCallback: checkpoint must be a checkpoint id or None, got {checkpoint!r}"
-            )
-        if isinstance(continue_id, bool) or not isinstance(continue_id, (int, str)):
-            raise TypeError(
-                f"DeterminedCallback: continue_id must be an int or a str, got {continue_id!r}"
-            )
-        if train_metrics_report_period != "epoch" and (
-            isinstance(train_metrics_report_period, bool)
-            or not isinstance(train_metrics_report_period, int)
-            or train_metrics_report_period < 1
-        ):
-            raise ValueError(
-                "DeterminedCallback: train_metrics_report_period must be 'epoch' or a positive "
-                f"number of batches, got {train_metrics_report_period!r}"
-            )
-        if isinstance(checkpoint_epochs, bool) or not isinstance(checkpoint_epochs, int):
-            raise TypeError(
-                f"DeterminedCallback: checkpoint_epochs must be an int, got {checkpoint_epochs!r}"
-            )
-        if checkpoint_epochs < 0:
-            raise ValueError(
-                f"DeterminedCallback: checkpoint_epochs must be >= 0, got {checkpoint_epochs}"
-            )
-        size = core_context.distributed.size
-        if preemption_check_period is None:
-            preemption_check_period = 1 if size == 1 else 10
-        if (
-            isinstance(preemption_check_period, bool)
-            or not isinstance(preemption_check_period, int)
-            or preemption_check_period < 1
-        ):
-            raise ValueError(
-                "DeterminedCallback: preemption_check_period must be a positive number of batches, "
-                f"got {preemption_check_period!r}"
-            )
+        preemption_check_period = check_callback_arguments(
+            core_context,
+            checkpoint,
+            continue_id,
+            train_metrics_report_period,
+            checkpoint_epochs,
+            preemption_check_period,
+        )
         self._core = core_context
         self._checkpoint = checkpoint
         self._continue_id = continue_id
@@ -144,7 +116,6 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
         self._steps_completed = 0
         self._ckpt_steps = 0  # steps_completed of the latest checkpoint (saved or restored)
         self._last_train_epoch = -1  # the last epoch that ran to its end
-        self._last_ckpt_epoch = -1
         self._resume_epoch: int | None = None
         self._epoch = -1
         self._epoch_batches = 0
@@ -156,10 +127,8 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
         self._training_length: int | None = None
         self._validation_length: int | None = None
         self._validation_batches = 0
-        self._percent_printed = -1
-        self._last_status: str | None = None
-        self._last_status_time = 0.0
-        self._last_progress_time = 0.0
+        self._status = StatusReporter(core_context.train)
+        self._printer = ProgressPrinter()
 
     # -- what a subclass may change -------------------------------------------------------------
 
@@ -209,9 +178,9 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
         self._epoch = epoch
         self._epoch_batches = 0
         self._epoch_interrupted = False
-        self._percent_printed = -1
+        self._printer.restart()
         if self._is_chief:
-            self._set_status("training")
+            self._status.set_status("training")
             if self._verbose:
                 self._print_progress(None, True, 0, self._epoch_length())
 
@@ -225,7 +194,8 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
             period = self._report_period
             if isinstance(period, int) and self._steps_completed // period > before // period:
                 self._core.train.report_training_metrics(
-                    self._steps_completed, self._with_counters(logs, self._epoch + 1)
+                    self._steps_completed,
+                    metrics_with_counters(logs, self._epoch + 1, self._steps_completed),
                 )
             if self._verbose:
                 self._print_progress(logs, True, self._epoch_batches, self._epoch_length())
@@ -251,9 +221,9 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
             self.model.stop_evaluating = True
             return
         self._validation_batches = 0
-        self._percent_printed = -1
+        self._printer.restart()
         if self._is_chief:
-            self._set_status("validating")
+            self._status.set_status("validating")
             if self._verbose:
                 self._print_progress(None, False, 0, self._validation_length)
 
@@ -268,16 +238,10 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
         self._validation_length = self._validation_batches or self._validation_length
         if not self._is_chief:
             return
-        metrics = {}
-        for name, value in (logs or {}).items():
-            if name in _NOT_METRICS:
-                continue
-            plain = name[4:] if name.startswith("val_") else name
-            metrics[f"val_{plain}"] = value
-            metrics.setdefault(plain, value)
+        metrics = validation_metrics(logs)
         epochs = self._epoch + 1 if self._in_fit else max(self._last_train_epoch + 1, 0)
         self._core.train.report_validation_metrics(
-            self._steps_completed, self._with_counters(metrics, epochs)
+            self._steps_completed, metrics_with_counters(metrics, epochs, self._steps_completed)
         )
 
     def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
@@ -289,11 +253,14 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
             if self._report_period == "epoch":
                 train_only = {k: v for k, v in (logs or {}).items() if not k.startswith("val_")}
                 self._core.train.report_training_metrics(
-                    self._steps_completed, self._with_counters(train_only, epoch + 1)
+                    self._steps_completed,
+                    metrics_with_counters(train_only, epoch + 1, self._steps_completed),
                 )
             epochs = self.params.get("epochs") if self.params else None
             if epochs:
-                self._report_progress(min((epoch + 1) / epochs, 1.0), final=epoch + 1 >= epochs)
+                self._status.report_progress(
+                    min((epoch + 1) / epochs, 1.0), final=epoch + 1 >= epochs
+                )
         if self._checkpoint_epochs > 0 and (epoch + 1) % self._checkpoint_epochs == 0:
             self._save()
         # Checkpointing takes time: look for a preemption after it (and after validation).
@@ -306,7 +273,7 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
             if self._steps_completed > self._ckpt_steps:
                 self._save()
             if self._is_chief:
-                self._set_status("finishing", force=True)
+                self._status.set_status("finishing", force=True)
         finally:
             self._in_fit = False
             self._resume_epoch = None
@@ -327,48 +294,40 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
     def _save(self) -> None:
         """Checkpoint the model, the optimizer and our counters (every rank calls in step)."""
         if self._is_chief:
-            self._set_status("checkpointing")
+            self._status.set_status("checkpointing")
         epoch = self._last_train_epoch
         metadata = {"steps_completed": self._steps_completed}
         with self._core.checkpoint.store_path(metadata, shard=True) as (path, _storage_id):
             self.save_model(self.model, str(path / MODEL_FILE), self._core.distributed)
             # Every rank reads the optimizer (reading may take part in a strategy's collectives).
-            optimizer_values = self._optimizer_values() if _compat.KERAS_MAJOR < 3 else None
+            optimizer = optimizer_values(self.model) if _compat.KERAS_MAJOR < 3 else None
             if self._is_chief:
-                if optimizer_values is not None:
-                    with (path / OPTIMIZER_FILE).open("wb") as f:
-                        np.savez(f, *optimizer_values)
+                if optimizer is not None:
+                    write_optimizer(path / OPTIMIZER_FILE, optimizer)
                 state = {
-                    "format": STATE_FORMAT,
                     "epoch": epoch,
                     "steps_completed": self._steps_completed,
                     "continue_id": self._continue_id,
                     "training_length": self._training_length,
                     "validation_length": self._validation_length,
                 }
-                (path / STATE_FILE).write_text(json.dumps(state, indent=2))
+                write_state(path, state)
         self._ckpt_steps = self._steps_completed
-        self._last_ckpt_epoch = epoch
 
     def _restore(self, checkpoint: str) -> None:
         if self._is_chief:
-            self._set_status("restoring", force=True)
-        if not getattr(self.model, "built", True):
-            raise RuntimeError(
-                f"DeterminedCallback: cannot restore checkpoint {checkpoint}: the model is not "
-                "built; give it an Input layer or call model.build(input_shape) before fit()"
-            )
+            self._status.set_status("restoring", force=True)
+        require_built_model(self.model, checkpoint)
         with self._core.checkpoint.restore_path(checkpoint) as path:
             _compat.build_optimizer(self.model)
             self.load_model(self.model, str(path / MODEL_FILE), self._core.distributed)
             if (path / OPTIMIZER_FILE).exists():
-                self._load_optimizer(path / OPTIMIZER_FILE)
-            state_file = path / STATE_FILE
-            state = json.loads(state_file.read_text()) if state_file.exists() else {}
+                load_optimizer(self.model, path / OPTIMIZER_FILE)
+            state = read_state(path)
         if state and state.get("continue_id") == self._continue_id:
             self._steps_completed = int(state["steps_completed"])
             self._ckpt_steps = self._steps_completed
-            self._last_train_epoch = self._last_ckpt_epoch = int(state["epoch"])
+            self._last_train_epoch = int(state["epoch"])
             self._training_length = state.get("training_length")
             self._validation_length = state.get("validation_length")
             self._resume_epoch = self._last_train_epoch + 1
@@ -384,88 +343,15 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
                 "warm start from checkpoint %s: its weights, training from epoch 0", checkpoint
             )
 
-    def _optimizer_values(self) -> list[np.ndarray] | None:
-        optimizer = getattr(self.model, "optimizer", None)
-        if optimizer is None:
-            return None
-        return [
-            np.asarray(v)
-            for v in keras.backend.batch_get_value(_compat.optimizer_variables(optimizer))
-        ]
-
-    def _load_optimizer(self, path: pathlib.Path) -> None:
-        optimizer = getattr(self.model, "optimizer", None)
-        if optimizer is None:
-            return
-        variables = _compat.optimizer_variables(optimizer)
-        with np.load(path) as saved:
-            values = [saved[f"arr_{i}"] for i in range(len(saved.files))]
-        shapes = [tuple(v.shape) for v in variables]
-        if len(values) != len(variables) or shapes != [tuple(v.shape) for v in values]:
-            logger.warning(
-                "optimizer state not restored: the checkpoint has %d variables, the optimizer %d "
-                "(or their shapes differ)",
-                len(values),
-                len(variables),
-            )
-            return
-        with _compat.strategy_scope(self.model):
-            for variable, value in zip(variables, values, strict=True):
-                variable.assign(value)
-
     # -- helpers -----------------------------------------------------------------------------------
 
     def _epoch_length(self) -> int | None:
         steps = self.params.get("steps") if self.params else None
         return int(steps) if steps else self._training_length
 
-    def _with_counters(self, logs: dict[str, Any] | None, epochs: int) -> dict[str, Any]:
-        metrics = {
-            name: _compat.to_python(value)
-            for name, value in (logs or {}).items()
-            if name not in _NOT_METRICS
-        }
-        metrics.setdefault("epochs", epochs)
-        metrics.setdefault("batches", self._steps_completed)
-        return metrics
-
-    def _set_status(self, status: str, force: bool = False) -> None:
-        now = time.monotonic()
-        if status == self._last_status:
-            return
-        if not force and now - self._last_status_time < _STATUS_INTERVAL:
-            return
-        self._last_status, self._last_status_time = status, now
-        self._core.train.set_status(status)
-
-    def _report_progress(self, progress: float, final: bool) -> None:
-        now = time.monotonic()
-        if not final and now - self._last_progress_time < _STATUS_INTERVAL:
-            return
-        self._last_progress_time = now
-        self._core.train.report_progress(progress)
-
     def _print_progress(
         self, logs: dict[str, Any] | None, training: bool, batches: int, total: int | None
     ) -> None:
-        if not total:
-            return
-        tenth = int(batches * 10 / total) * 10
-        if tenth <= self._percent_printed:
-            return
-        self._percent_printed = tenth
-        percent = int(batches * 100 / total)
-        if training:
-            line = (
-                f"total batches trained: {self._steps_completed}, "
-                f"epoch {self._epoch} {percent}% complete ({batches}/{total})"
-            )
-        else:
-            line = (
-                f"validation after batch {self._steps_completed}: "
-                f"{percent}% complete ({batches}/{total})"
-            )
-        if logs:
-            shown = {k: _compat.to_python(v) for k, v in logs.items() if k not in _NOT_METRICS}
-            line += f": {shown}"
-        print(line, flush=True)
+        self._printer.print_progress(
+            logs, training, batches, total, self._steps_completed, self._epoch
+        )

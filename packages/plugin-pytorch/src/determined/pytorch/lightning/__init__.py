@@ -13,7 +13,8 @@ Both classes work from an ordinary ``pl.Trainer`` in a plain script, on a det cl
         trainer.fit(model, datamodule=data, ckpt_path=det_callback.resume_ckpt_path())
 """
 
-from determined.pytorch.lightning._callback import CHECKPOINT_FILE, DetCallback
+from determined.pytorch.lightning._callback import DetCallback
+from determined.pytorch.lightning._checkpoints import CHECKPOINT_FILE
 from determined.pytorch.lightning._fit import fit, trial_hparams
 from determined.pytorch.lightning._logger import DetLogger
 

@@ -22,13 +22,11 @@ check), so validating or not at a step does not change what training draws next.
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import logging
 import math
-import pathlib
 import signal
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import pytorch_lightning as pl
@@ -37,20 +35,23 @@ from pytorch_lightning.callbacks import Checkpoint
 from pytorch_lightning.trainer.states import TrainerFn
 
 from determined.pytorch.lightning import _rng
-from determined.pytorch.lightning._logger import DetLogger, _epochs_completed
+from determined.pytorch.lightning._checkpoints import (
+    CHECKPOINT_FILE,
+    fetch_checkpoint,
+    store_checkpoint,
+)
+from determined.pytorch.lightning._logger import DetLogger
+from determined.pytorch.lightning._metric_ranking import MetricRanking
+from determined.pytorch.lightning._searcher_progress import SearcherProgress
 
 if TYPE_CHECKING:
     import determined as det
-    from determined.core import SearcherOperation
 
 logger = logging.getLogger("determined.pytorch.lightning")
 
-CHECKPOINT_FILE = "model.ckpt"
-"""The Lightning checkpoint inside a det checkpoint (``Module.load_from_checkpoint(dir / this)``)."""
+__all__ = ["CHECKPOINT_FILE", "CHECKPOINT_POLICIES", "DetCallback"]
 
 CHECKPOINT_POLICIES = ("best", "all", "none")
-
-_LIGHTNING_VERSION = importlib.metadata.version("pytorch-lightning")
 
 
 class DetCallback(Checkpoint):
@@ -106,27 +107,21 @@ class DetCallback(Checkpoint):
             if latest_checkpoint is None:
                 latest_checkpoint = info.latest_checkpoint
         self._latest_checkpoint = latest_checkpoint
-        self._metric = searcher_metric or searcher.get("metric")
         if smaller_is_better is None:
             smaller_is_better = bool(searcher.get("smaller_is_better", True))
-        self._smaller_is_better = smaller_is_better
-
+        self._ranking = MetricRanking(
+            searcher_metric or searcher.get("metric"), smaller_is_better, self._on_cluster
+        )
         self._is_chief = core_context.distributed.rank == 0
         self._resume = contextlib.ExitStack()
         self._last_saved_step: int | None = None
-        self._best: float | None = None  # this trial's best searcher metric (kept in checkpoints)
-        self._experiment_best: float | None = None
         self._preempted = False
         self._stop_at_epoch_end = False
         self._save_at_epoch_end = False
-        self._stopped_by_searcher = False
         self._saving_at_epoch_end = False
         self._mid_epoch_rng: dict[str, Any] | None = None
         self._rng_before_validation: torch.Tensor | None = None
-        self._warned_missing_metric = False
-        self._operations: Iterator[SearcherOperation] | None = None
-        self._operation: SearcherOperation | None = None
-        self._epoch_units = False
+        self._searcher = SearcherProgress(core_context, self._is_chief)
         self._sigterm_handler: Any = None
         self._progress: float | None = None
 
@@ -144,18 +139,8 @@ class DetCallback(Checkpoint):
         """
         if self._latest_checkpoint is None:
             return None
-        path = self._resume.enter_context(
-            self._core.checkpoint.restore_path(self._latest_checkpoint)
-        )
-        ckpt = pathlib.Path(path) / CHECKPOINT_FILE
-        if not ckpt.is_file():
-            self._resume.close()
-            raise FileNotFoundError(
-                f"latest_checkpoint: det checkpoint {self._latest_checkpoint} holds no "
-                f"{CHECKPOINT_FILE} (it was not written by DetCallback)"
-            )
-        logger.info("resuming from det checkpoint %s", self._latest_checkpoint)
-        return str(ckpt)
+        ckpt_path: str = fetch_checkpoint(self._core, self._latest_checkpoint, self._resume)
+        return ckpt_path
 
     # ---- Lightning's checkpoint state ------------------------------------------------------------
     @property
@@ -166,11 +151,11 @@ class DetCallback(Checkpoint):
         return {
             "rng": _rng.capture(),
             "epoch_end": self._saving_at_epoch_end,
-            "best": self._best,
+            "best": self._ranking.best,
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self._best = state_dict.get("best")
+        self._ranking.best = state_dict.get("best")
         rng = state_dict.get("rng")
         if rng is None:
             return
@@ -207,8 +192,8 @@ class DetCallback(Checkpoint):
         if self._mid_epoch_rng is not None:
             _rng.restore(self._mid_epoch_rng)
             self._mid_epoch_rng = None
-        if self._on_cluster and self._metric:
-            self._start_operations()
+        if self._on_cluster and self._ranking.metric:
+            self._searcher.start()
 
     def on_train_batch_end(
         self,
@@ -246,22 +231,21 @@ class DetCallback(Checkpoint):
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not _fitting(trainer) or not self._is_chief:
             return
-        if self._policy == "best" and self._on_cluster and self._metric:
+        if self._policy == "best" and self._on_cluster and self._ranking.metric:
             # Before this validation is reported, so it can be compared with it.
-            self._experiment_best = self._core.train.get_experiment_best_validation()
+            self._ranking.experiment_best = self._core.train.get_experiment_best_validation()
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not _fitting(trainer):
             return
         if self._rng_before_validation is not None:
             torch.set_rng_state(self._rng_before_validation)
-        metric = self._searcher_metric(trainer)
+        metric = self._ranking.value(trainer)
         wants_checkpoint = self._policy == "all" or (
-            self._policy == "best" and self._improves(metric)
+            self._policy == "best" and self._ranking.improves(metric)
         )
-        if metric is not None and (self._best is None or self._better(metric, self._best)):
-            self._best = metric
-        self._advance_searcher(trainer, metric)
+        self._ranking.record(metric)
+        self._searcher.advance(trainer, metric)
         if self._preempted and not self._stop_at_epoch_end:
             return  # already checkpointed for the preemption at this step
         if wants_checkpoint:
@@ -282,43 +266,27 @@ class DetCallback(Checkpoint):
         if self._last_saved_step != trainer.global_step:
             self._save(trainer, epoch_end=trainer.is_last_batch)
         if self._preempted:
-            self._close_operations()
+            self._searcher.close()
             return
         if self._is_chief and self._progress != 1.0:
             self._progress = 1.0
             self._core.train.report_progress(1.0)
-        if self._operation is not None and self._is_chief:
-            metric = self._searcher_metric(trainer)
-            if metric is not None:
-                self._operation.report_completed(metric)
-                self._operation = None
-        self._close_operations()
+        if self._searcher.awaits_final_metric:
+            self._searcher.complete(self._ranking.value(trainer))
+        self._searcher.close()
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self._resume.close()
-        self._close_operations()
+        self._searcher.close()
 
     # ---- helpers ---------------------------------------------------------------------------------
     def _save(self, trainer: pl.Trainer, *, epoch_end: bool) -> None:
         """Write a Lightning checkpoint into det storage (every rank calls in step)."""
-        step = int(trainer.global_step)
-        metadata = {
-            "steps_completed": step,
-            "epoch": int(trainer.current_epoch),
-            "format": "pytorch-lightning",
-            "framework": f"pytorch-lightning {_LIGHTNING_VERSION}",
-            "checkpoint_file": CHECKPOINT_FILE,
-        }
-        shard = self._core.distributed.size > 1
-        self._saving_at_epoch_end = epoch_end
+        self._saving_at_epoch_end = epoch_end  # read by state_dict() while Lightning saves
         try:
-            with self._core.checkpoint.store_path(metadata, shard=shard) as (path, storage_id):
-                # Lightning writes on the global-zero rank only; the others just take part.
-                trainer.save_checkpoint(pathlib.Path(path) / CHECKPOINT_FILE, weights_only=False)
+            self._last_saved_step = store_checkpoint(self._core, trainer)
         finally:
             self._saving_at_epoch_end = False
-        self._last_saved_step = step
-        logger.info("checkpoint %s saved at step %d", storage_id, step)
 
     def _report_progress(self, trainer: pl.Trainer) -> None:
         total = trainer.estimated_stepping_batches
@@ -327,82 +295,6 @@ class DetCallback(Checkpoint):
             if progress != self._progress:
                 self._progress = progress
                 self._core.train.report_progress(progress)
-
-    def _searcher_metric(self, trainer: pl.Trainer) -> float | None:
-        if not self._metric:
-            return None
-        value = trainer.callback_metrics.get(self._metric)
-        if value is None:
-            if self._on_cluster:
-                raise RuntimeError(
-                    f"the searcher metric {self._metric!r} (searcher.metric) was not logged during "
-                    f"validation; logged: {sorted(trainer.callback_metrics)}. Log it in "
-                    f"validation_step with self.log({self._metric!r}, ...)"
-                )
-            if not self._warned_missing_metric:
-                self._warned_missing_metric = True
-                logger.warning(
-                    "searcher_metric %r was not logged during validation (logged: %s)",
-                    self._metric,
-                    sorted(trainer.callback_metrics),
-                )
-            return None
-        return float(value.item() if hasattr(value, "item") else value)
-
-    def _better(self, a: float, b: float) -> bool:
-        return a < b if self._smaller_is_better else a > b
-
-    def _improves(self, metric: float | None) -> bool:
-        if metric is None:
-            if not self._warned_missing_metric:
-                self._warned_missing_metric = True
-                logger.warning(
-                    'checkpoint_policy="best" needs a searcher metric: checkpointing after every '
-                    "validation"
-                )
-            return True
-        best = [b for b in (self._best, self._experiment_best) if b is not None]
-        return all(self._better(metric, b) or metric == b for b in best)
-
-    def _start_operations(self) -> None:
-        """Start the Core API searcher loop (every rank, in step); skipped when it has no length."""
-        from determined.core import Unit
-
-        units = self._core.searcher.get_configured_units()
-        if units == Unit.RECORDS:
-            logger.warning("searcher lengths in records are not supported with Lightning: ignored")
-            return
-        self._epoch_units = units == Unit.EPOCHS
-        operations = self._core.searcher.operations()
-        try:
-            self._operation = next(operations, None)
-        except ValueError as exc:  # the experiment configures no length
-            logger.debug("no searcher operations: %s", exc)
-            return
-        self._operations = operations
-
-    def _advance_searcher(self, trainer: pl.Trainer, metric: float | None) -> None:
-        """Complete the searcher operations this run has trained past; stop when none are left."""
-        if self._operations is None or metric is None:
-            return
-        step = _epochs_completed(trainer) if self._epoch_units else trainer.global_step
-        while self._operation is not None and step >= self._operation.length:
-            if self._is_chief:
-                self._operation.report_completed(metric)
-            self._operation = next(self._operations, None)
-        if self._operation is None:
-            self._close_operations()
-            if not trainer.should_stop and trainer.global_step < trainer.estimated_stepping_batches:
-                logger.info("the searcher needs no more training from this trial: stopping")
-                self._stopped_by_searcher = True
-                trainer.should_stop = True
-
-    def _close_operations(self) -> None:
-        if self._operations is not None:
-            close = getattr(self._operations, "close", None)  # a generator: runs its clean-up
-            if close is not None:
-                close()
-            self._operations = None
 
 
 def _fitting(trainer: pl.Trainer) -> bool:
