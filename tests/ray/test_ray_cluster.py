@@ -7,12 +7,8 @@ RayResourceManager directly. The node-loss test replaces the worker node, so it 
 
 from __future__ import annotations
 
-import collections
-import json
-import os
 import pathlib
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,8 +18,9 @@ import pytest
 from e2e.harness import EXAMPLES, MasterAPI
 
 from determined.client import APIError
-from determined.master.rm import AllocationRequest, Assignment, LaunchSpec, LogLine
+from determined.master.rm import AllocationRequest
 from determined.master.rm.ray import RayResourceManager, parse_config
+from determined.master.testing.rm_suite import SLEEPER, EventsRecorder, python_spec
 
 pytestmark = pytest.mark.slow
 
@@ -178,66 +175,6 @@ def _allocation_processes(prefix: str) -> list[Any]:
     return found
 
 
-class Recorder:
-    """The ResourceManagerEvents of a test: everything the RM said, with a condition to wait on."""
-
-    def __init__(self) -> None:
-        self.cond = threading.Condition()
-        self.assigned: dict[str, Assignment] = {}
-        self.started: dict[str, int] = {}
-        self.logs: dict[str, list[LogLine]] = collections.defaultdict(list)
-        self.exited: dict[str, tuple[int | None, str | None]] = {}
-
-    def allocation_assigned(self, request: AllocationRequest, assignment: Assignment) -> None:
-        with self.cond:
-            self.assigned[request.allocation_id] = assignment
-            self.cond.notify_all()
-
-    def allocation_started(self, allocation_id: str, pid: int) -> None:
-        with self.cond:
-            self.started[allocation_id] = pid
-            self.cond.notify_all()
-
-    def allocation_log(self, allocation_id: str, lines: list[LogLine]) -> None:
-        with self.cond:
-            self.logs[allocation_id].extend(lines)
-            self.cond.notify_all()
-
-    def allocation_exited(
-        self, allocation_id: str, exit_code: int | None, error: str | None
-    ) -> None:
-        with self.cond:
-            self.exited[allocation_id] = (exit_code, error)
-            self.cond.notify_all()
-
-    def wait(self, predicate: Any, timeout: float = 120.0) -> None:
-        with self.cond:
-            assert self.cond.wait_for(predicate, timeout), "timed out"
-
-
-def _spec(tmp_path: pathlib.Path, aid: str, script: str) -> LaunchSpec:
-    work = tmp_path / aid
-    work.mkdir()
-    (work / "main.py").write_text(script)
-    info = tmp_path / f"{aid}.json"
-    info.write_text(
-        json.dumps(
-            {
-                "master_url": "http://127.0.0.1:1",
-                "task_id": aid,
-                "allocation_id": aid,
-                "rendezvous_info": {
-                    "container_addrs": [],
-                    "container_rank": 0,
-                    "container_slot_counts": [],
-                },
-            }
-        )
-    )
-    env = dict(os.environ, DET_CLUSTER_INFO=str(info))
-    return LaunchSpec(aid, [sys.executable, "main.py"], str(work), env)
-
-
 REPORT = (
     "import json, os\n"
     "info = json.load(open(os.environ['DET_CLUSTER_INFO']))\n"
@@ -256,7 +193,7 @@ def test_pool_max_slots_and_processes(ray_cluster: Any, tmp_path: pathlib.Path) 
         }
     )
     rm = RayResourceManager(config)
-    events = Recorder()
+    events = EventsRecorder(120.0)
     rm.start(events)
     try:
         assert rm.describe()["pools"]["big"]["slots"] == 2
@@ -275,26 +212,21 @@ def test_pool_max_slots_and_processes(ray_cluster: Any, tmp_path: pathlib.Path) 
         )
         rm.submit(first)
         rm.submit(second)
-        events.wait(lambda: "1.1.1" in events.assigned)
-        assignment = events.assigned["1.1.1"]
+        assignment = events.wait_assigned("1.1.1")
         assert assignment.container_slot_counts == [2] and assignment.slot_ids == [0, 1]
-        rm.launch(_spec(tmp_path, "1.1.1", REPORT))
-        events.wait(lambda: "1.1.1" in events.exited)
-        assert events.exited["1.1.1"] == (0, None)
-        messages = [line.message for line in events.logs["1.1.1"]]
+        rm.launch(python_spec(tmp_path, assignment, REPORT))
+        assert events.wait_exited("1.1.1") == (0, None)
+        messages = events.messages("1.1.1")
         # the pool's resource lives on the head node only
         assert messages == [f"node {ray_cluster.head_node_id} rank 0 slots [0, 1]"], messages
         # max_slots 2 of job-1 held the second request back until the first was released
         assert "1.2.1" not in events.assigned
         rm.release("1.1.1")
-        events.wait(lambda: "1.2.1" in events.assigned)
-        rm.launch(
-            _spec(tmp_path, "1.2.1", "import time\nprint('up', flush=True)\ntime.sleep(60)\n")
-        )
-        events.wait(lambda: events.logs["1.2.1"])
+        assignment = events.wait_assigned("1.2.1")
+        rm.launch(python_spec(tmp_path, assignment, SLEEPER))
+        events.wait_logged("1.2.1", "ready")
         rm.terminate("1.2.1")
-        events.wait(lambda: "1.2.1" in events.exited)
-        assert events.exited["1.2.1"] == (-15, None)
+        assert events.wait_exited("1.2.1") == (-15, None)
         rm.release("1.2.1")
     finally:
         rm.close()
