@@ -4,7 +4,7 @@ the model definition, and a private token cache per test."""
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,17 +13,7 @@ from cli.harness import TRIAL, Det, experiment_config
 
 from determined.client import Session
 
-
-@pytest.fixture(scope="module")
-def det_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
-    """One master per test module (SQLite, 4 slots) on a free loopback port."""
-    from determined.master import Master, MasterConfig
-
-    data = tmp_path_factory.mktemp("master")
-    master = Master(MasterConfig(host="127.0.0.1", port=0, data_dir=str(data), slots=4))
-    master.start()
-    yield master
-    master.stop()
+# ``det_master``: the root conftest's one master per test module (SQLite, 4 slots).
 
 
 @pytest.fixture
@@ -45,10 +35,7 @@ def det(
 @pytest.fixture
 def api(det_master: Any) -> Session:
     """An admin session to the module's master, for checking what the CLI did."""
-    token = Session(det_master.url).request(
-        "POST", "/api/v1/auth/login", body={"username": "admin", "password": ""}
-    )["token"]
-    return Session(det_master.url, token)
+    return det_master.session("admin")  # type: ignore[no-any-return]
 
 
 @pytest.fixture

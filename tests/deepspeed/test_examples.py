@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import pathlib
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,7 +13,6 @@ import yaml
 from e2e.harness import EXAMPLES, MasterAPI
 
 from determined import pytorch
-from determined.master import Master, MasterConfig
 from determined.pytorch import deepspeed as det_ds
 
 EXAMPLE = EXAMPLES / "deepspeed"
@@ -63,15 +61,9 @@ def test_example_configs_parse() -> None:
 
 
 @pytest.fixture
-def api(tmp_path: pathlib.Path) -> Iterator[MasterAPI]:
-    master = Master(
-        MasterConfig(host="127.0.0.1", port=0, data_dir=str(tmp_path / "master"), slots=3)
-    )
-    master.start()
-    try:
-        yield MasterAPI(master.url)
-    finally:
-        master.stop()
+def api(make_master: Any) -> MasterAPI:
+    """A master with 3 slots: the one-slot and the two-slot experiment run side by side."""
+    return make_master(slots=3).api()  # type: ignore[no-any-return]
 
 
 @pytest.mark.e2e

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import pathlib
 import shutil
-from collections.abc import Iterator
 from typing import Any
 
 import lintrial
@@ -14,7 +13,6 @@ import pytest
 from e2e.harness import MasterAPI
 
 from determined import pytorch
-from determined.master import Master, MasterConfig
 from determined.pytorch import deepspeed as det_ds
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -23,17 +21,10 @@ STAGES = [0, 2, 3]
 
 
 @pytest.fixture
-def api(tmp_path: pathlib.Path) -> Iterator[MasterAPI]:
+def api(make_master: Any) -> MasterAPI:
     """A master with a slot for every rank of the three trials of a two-slot experiment: they
     must all run at once to reach the point where the test pauses them."""
-    master = Master(
-        MasterConfig(host="127.0.0.1", port=0, data_dir=str(tmp_path / "master"), slots=6)
-    )
-    master.start()
-    try:
-        yield MasterAPI(master.url)
-    finally:
-        master.stop()
+    return make_master(slots=6).api()  # type: ignore[no-any-return]
 
 
 @pytest.fixture

@@ -2,50 +2,21 @@
 
 from __future__ import annotations
 
-import pathlib
-from collections.abc import Callable, Iterator
+import functools
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from e2e.harness import MasterAPI
-from postgres_db import drop_database, postgres_url
-
-from determined.master import Master, MasterConfig
 
 
 @pytest.fixture
-def master_factory(tmp_path: pathlib.Path) -> Iterator[Callable[..., Master]]:
-    started: list[Master] = []
-
-    def start(**settings: Any) -> Master:
-        settings.setdefault("port", 0)
-        settings.setdefault("data_dir", str(tmp_path / f"master{len(started)}"))
-        settings.setdefault("slots", 8)
-        master = Master(MasterConfig(**settings))
-        master.start()
-        started.append(master)
-        return master
-
-    def stop_all() -> None:
-        while started:
-            started.pop().stop()
-
-    start.stop_all = stop_all  # type: ignore[attr-defined]
-    yield start
-    stop_all()
+def master_factory(make_master: Any) -> Callable[..., Any]:
+    """The root conftest's ``make_master`` with 8 slots: searches run several trials at once."""
+    return functools.partial(make_master, slots=8)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def api(
-    request: pytest.FixtureRequest, master_factory: Callable[..., Master]
-) -> Iterator[MasterAPI]:
+@pytest.fixture
+def api(db_url: str, master_factory: Callable[..., Any]) -> MasterAPI:
     """A logged-in client of a fresh master on SQLite, then on PostgreSQL."""
-    if request.param == "sqlite":
-        yield MasterAPI(master_factory().url)
-        return
-    url = postgres_url()
-    try:
-        yield MasterAPI(master_factory(db=url).url)
-    finally:
-        master_factory.stop_all()  # type: ignore[attr-defined]
-        drop_database(url)
+    return master_factory(db_url).api()  # type: ignore[no-any-return]

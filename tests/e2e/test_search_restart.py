@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from e2e.harness import MasterAPI
-from master_process import MasterProcess
 
 from determined.master import Master
 
@@ -94,19 +93,6 @@ CONFIG: dict[str, Any] = {
 }
 
 
-@pytest.fixture
-def master_processes(tmp_path: pathlib.Path) -> Iterator[Callable[[], MasterProcess]]:
-    started: list[MasterProcess] = []
-
-    def start() -> MasterProcess:
-        started.append(MasterProcess(tmp_path / "crash-data", slots=4))
-        return started[-1]
-
-    yield start
-    for master in started:
-        master.stop()
-
-
 def _hung_pid(path: pathlib.Path, api: MasterAPI) -> int:
     """The pid a hung trial wrote into ``path``, once it did."""
     api.wait_for(lambda: path.exists() and path.read_text(), 120, f"{path.name} to appear")
@@ -138,7 +124,6 @@ def _outcome(api: MasterAPI, exp_id: int) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_search_after_master_crashes_matches_uninterrupted_run(
     master_factory: Callable[..., Master],
-    master_processes: Callable[[], MasterProcess],
     tmp_path: pathlib.Path,
 ) -> None:
     context = tmp_path / "context"
@@ -151,13 +136,13 @@ def test_search_after_master_crashes_matches_uninterrupted_run(
     reference_id = reference.create_experiment(CONFIG, context)
 
     crashed_config = dict(CONFIG, environment={"environment_variables": [f"HANG_DIR={hang_dir}"]})
-    master = master_processes()
+    master = master_factory(process=True, slots=4)  # a subprocess: SIGKILL must not hit pytest
     api = MasterAPI(master.url)
     exp_id = api.create_experiment(crashed_config, context)
     for marker in ("stopped-trial-winding-down", "mid-operation"):
         pid = _hung_pid(hang_dir / marker, api)
         master.kill()
-        master = master_processes()
+        master.restart()  # a new process on the same data dir and port
         api = MasterAPI(master.url)
         api.wait_for(lambda pid=pid: not _alive(pid), 30, f"the orphaned trial {pid} to be reaped")
 

@@ -5,16 +5,12 @@ adaptive search stops trials early."""
 
 from __future__ import annotations
 
-import pathlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 from e2e.harness import MasterAPI
 from estimator_helpers import EXAMPLE, LEGACY_PYTHON, LEGACY_VENV
-
-from determined.master import Master, MasterConfig
 
 pytestmark = [
     pytest.mark.e2e,
@@ -26,16 +22,10 @@ pytestmark = [
 
 
 @pytest.fixture
-def api(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MasterAPI]:
+def api(monkeypatch: pytest.MonkeyPatch, make_master: Any) -> MasterAPI:
+    """A fresh master whose trials inherit a quiet TensorFlow log level."""
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
-    master = Master(
-        MasterConfig(host="127.0.0.1", port=0, data_dir=str(tmp_path / "master"), slots=4)
-    )
-    master.start()
-    try:
-        yield MasterAPI(master.url)
-    finally:
-        master.stop()
+    return make_master().api()  # type: ignore[no-any-return]
 
 
 def _config(name: str, **overrides: Any) -> dict[str, Any]:

@@ -9,14 +9,12 @@ from __future__ import annotations
 import importlib.metadata
 import pathlib
 import shutil
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import yaml
 from e2e.harness import EXAMPLES, MasterAPI
 from keras_helpers import LEGACY_PYTHON
-
-from determined.master import Master, MasterConfig
 
 KERAS_EXAMPLE = EXAMPLES / "keras"
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -28,14 +26,10 @@ def master_dir(tmp_path: pathlib.Path) -> pathlib.Path:
 
 
 @pytest.fixture
-def api(master_dir: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MasterAPI]:
+def api(master_dir: pathlib.Path, monkeypatch: pytest.MonkeyPatch, make_master: Any) -> MasterAPI:
+    """A fresh master on ``master_dir`` whose trials inherit a quiet TensorFlow log level."""
     monkeypatch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
-    master = Master(MasterConfig(host="127.0.0.1", port=0, data_dir=str(master_dir), slots=4))
-    master.start()
-    try:
-        yield MasterAPI(master.url)
-    finally:
-        master.stop()
+    return make_master(data_dir=master_dir).api()  # type: ignore[no-any-return]
 
 
 def _config(name: str, **overrides: object) -> dict:

@@ -5,15 +5,13 @@ port, an authenticated HTTP client, and a small trial script that talks to the m
 from __future__ import annotations
 
 import base64
-import pathlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import requests
 import yaml
-from postgres_db import drop_database, postgres_url
 
 WAIT_S = 60.0
 
@@ -105,22 +103,6 @@ report("validation", steps, {"loss": loss(max(steps, 1)), "batches": steps})
 checkpoint(steps)
 print(f"trial {T} done")
 """
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def db_url(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[str]:
-    """A database URL: a SQLite file, or a fresh PostgreSQL database (dropped afterwards)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'det.sqlite'}"
-        return
-    url = postgres_url()
-    yield url
-    drop_database(url)
-
-
-@pytest.fixture
-def sqlite_url(tmp_path: pathlib.Path) -> str:
-    return f"sqlite:///{tmp_path / 'det.sqlite'}"
 
 
 class Client:
@@ -241,38 +223,8 @@ def exp_config(**overrides: Any) -> dict[str, Any]:
     return config
 
 
-@pytest.fixture
-def make_master(tmp_path: pathlib.Path) -> Iterator[Callable[..., Any]]:
-    """Start masters in-process on free loopback ports; all are stopped at teardown."""
-    from determined.master import Master, MasterConfig
-
-    started: list[Any] = []
-
-    def make(db: str | None = None, **kwargs: Any) -> Any:
-        kwargs.setdefault("slots", 4)
-        config = MasterConfig(
-            host="127.0.0.1", port=0, db=db, data_dir=str(tmp_path / "data"), **kwargs
-        )
-        master = Master(config)
-        master.start()
-        started.append(master)
-        return master
-
-    yield make
-    for master in reversed(started):
-        master.stop()
-
-
-@pytest.fixture
-def master(db_url: str, make_master: Callable[..., Any]) -> Any:
-    """A running master on SQLite or PostgreSQL."""
-    return make_master(db_url)
-
-
-@pytest.fixture
-def sqlite_master(make_master: Callable[..., Any], sqlite_url: str) -> Any:
-    """A running master on SQLite (tests that do not touch the DB in interesting ways)."""
-    return make_master(sqlite_url)
+# The masters (make_master, master, sqlite_master) and databases (db_url, sqlite_url) are the root
+# conftest's.
 
 
 @pytest.fixture

@@ -6,25 +6,9 @@ import os
 import pathlib
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from master_process import MasterProcess
-
-
-@pytest.fixture
-def master_process(tmp_path: pathlib.Path, db_url: str) -> Iterator[Any]:
-    started: list[MasterProcess] = []
-
-    def start() -> MasterProcess:
-        proc = MasterProcess(tmp_path / "data", db=db_url)
-        started.append(proc)
-        return proc
-
-    yield start
-    for proc in started:
-        proc.stop()
 
 
 def _alive(pid: int) -> bool:
@@ -41,10 +25,10 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.slow
 def test_sigkill_recovery(
-    master_process: Any, client_for: Any, config_of: Any, waiter: Any, tmp_path: Any
+    db_url: str, make_master: Any, client_for: Any, config_of: Any, waiter: Any, tmp_path: Any
 ) -> None:
     marker = tmp_path / "hung"
-    first = master_process()
+    first = make_master(db_url, process=True, slots=2)
     client = client_for(first.url)
     config = config_of(
         searcher={"name": "random", "metric": "loss", "max_trials": 2, "max_concurrent_trials": 1},
@@ -61,8 +45,8 @@ def test_sigkill_recovery(
     assert _alive(pid)
     first.kill()
 
-    second = master_process()
-    client = client_for(second.url)
+    first.restart()  # a new process on the same data dir, database and port
+    client = client_for(first.url)
     exp = client.wait_state(exp_id, "STATE_COMPLETED", timeout=60)
     assert exp["progress"] == 1.0
     assert not _alive(pid), "the orphaned trial process of the dead master was not reaped"

@@ -9,7 +9,6 @@ import re
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -22,21 +21,15 @@ from native_helpers import (
     script_env,
 )
 
-from determined.master import Master, MasterConfig
+from determined.master import Master
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 @pytest.fixture
-def master(tmp_path: pathlib.Path) -> Iterator[Master]:
-    master = Master(
-        MasterConfig(host="127.0.0.1", port=0, data_dir=str(tmp_path / "master"), slots=4)
-    )
-    master.start()
-    try:
-        yield master
-    finally:
-        master.stop()
+def master(sqlite_master: Any) -> Any:
+    """A fresh SQLite master (the root conftest's): these tests do not exercise the database."""
+    return sqlite_master
 
 
 def _submitted(result: subprocess.CompletedProcess[str]) -> int:

@@ -5,29 +5,17 @@ from __future__ import annotations
 
 import pathlib
 import shutil
-from collections.abc import Iterator
 from typing import Any
 
 import onevar
 import pytest
 from e2e.harness import EXAMPLES, MasterAPI
 
-from determined.master import Master, MasterConfig
-
 HERE = pathlib.Path(__file__).resolve().parent
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-@pytest.fixture
-def api(tmp_path: pathlib.Path) -> Iterator[MasterAPI]:
-    master = Master(
-        MasterConfig(host="127.0.0.1", port=0, data_dir=str(tmp_path / "master"), slots=4)
-    )
-    master.start()
-    try:
-        yield MasterAPI(master.url)
-    finally:
-        master.stop()
+# ``api``: the root conftest's client of a fresh SQLite master with 4 slots.
 
 
 @pytest.fixture

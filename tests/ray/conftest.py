@@ -94,27 +94,15 @@ def ray_cluster() -> Iterator[RayCluster]:
 
 
 @pytest.fixture
-def ray_master(ray_cluster: RayCluster, tmp_path: pathlib.Path) -> Iterator[Callable[..., Any]]:
-    """``ray_master(**resource_manager_settings)``: a started master on the Ray cluster."""
-    from determined.master import Master, MasterConfig
-
-    started: list[Any] = []
+def ray_master(
+    ray_cluster: RayCluster, make_master: Any, tmp_path: pathlib.Path
+) -> Callable[..., Any]:
+    """``ray_master(**resource_manager_settings)``: a started master (the root conftest's
+    ``make_master``) on the Ray cluster; its slots are the cluster's."""
 
     def make(**settings: Any) -> Any:
         section = {"type": "ray", "address": ray_cluster.address, **settings}
         section.setdefault("work_root", str(tmp_path / "nodes"))
-        master = Master(
-            MasterConfig(
-                host="127.0.0.1",
-                port=0,
-                data_dir=str(tmp_path / f"master{len(started)}"),
-                resource_manager=section,
-            )
-        )
-        master.start()
-        started.append(master)
-        return master
+        return make_master(resource_manager=section, slots=None)
 
-    yield make
-    for master in reversed(started):
-        master.stop()
+    return make

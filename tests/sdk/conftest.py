@@ -8,10 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from postgres_db import drop_database, postgres_url
-from sdk.harness import TRIALS, WAIT_S, start_master, trial_config, trial_logs
-
-from determined.master import Master
+from sdk.harness import TRIALS, WAIT_S, trial_config, trial_logs
 
 
 @pytest.fixture(autouse=True)
@@ -27,28 +24,20 @@ def isolated_login(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> I
 
 
 @pytest.fixture(scope="module")
-def master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
-    """One SQLite master shared by the tests of a module (tests look only at their own ids)."""
-    started = start_master(tmp_path_factory.mktemp("master"))
-    yield started
-    started.stop()
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def any_db_master(request: pytest.FixtureRequest, tmp_path: pathlib.Path) -> Iterator[Master]:
-    """A fresh master on SQLite, then on PostgreSQL."""
-    url = None if request.param == "sqlite" else postgres_url()
-    started = start_master(tmp_path / "data", url)
-    try:
-        yield started
-    finally:
-        started.stop()
-        if url is not None:
-            drop_database(url)
+def master(module_master: Any) -> Any:
+    """One SQLite master shared by the tests of a module (the root conftest's ``module_master``;
+    tests look only at their own ids)."""
+    return module_master
 
 
 @pytest.fixture
-def admin(master: Master) -> Any:
+def any_db_master(db_url: str, make_master: Any) -> Any:
+    """A fresh master on SQLite, then on PostgreSQL."""
+    return make_master(db_url)
+
+
+@pytest.fixture
+def admin(master: Any) -> Any:
     """A ``Determined`` logged in as ``admin`` to the module's master."""
     from determined.experimental import Determined
 
@@ -56,7 +45,7 @@ def admin(master: Master) -> Any:
 
 
 @pytest.fixture(scope="module")
-def finished(master: Master, tmp_path_factory: pytest.TempPathFactory) -> Any:
+def finished(master: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     """A COMPLETED experiment of ``sdk_trial.py`` (3 checkpoints, val_loss 0.5, 0.2, 0.9),
     shared read-only by the tests of a module."""
     import os

@@ -1,4 +1,5 @@
-"""Helpers the SDK tests share: the trial directory, a config for it, polling, masters."""
+"""Helpers the SDK tests share: the trial directory, a config for it, polling (masters come from
+the root conftest)."""
 
 from __future__ import annotations
 
@@ -7,17 +8,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from determined.master import Master, MasterConfig
-
 TRIALS = pathlib.Path(__file__).parent / "trials"
 WAIT_S = 90.0
-
-
-def start_master(data_dir: pathlib.Path, db: str | None = None) -> Master:
-    """A started master on a free loopback port (SQLite under ``data_dir`` unless ``db``)."""
-    master = Master(MasterConfig(host="127.0.0.1", port=0, data_dir=str(data_dir), db=db, slots=4))
-    master.start()
-    return master
 
 
 def trial_config(**overrides: Any) -> dict[str, Any]:

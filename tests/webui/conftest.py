@@ -12,13 +12,10 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from webui._site import CHROMIUM, SECRET, Site, exp_config, login_token
-
-from determined.master import Master, MasterConfig
 
 
 @pytest.fixture(scope="session")
@@ -35,41 +32,35 @@ def browser_context_args(browser_context_args: dict[str, Any]) -> dict[str, Any]
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+def site(make_module_master: Any) -> Site:
     """A master running three experiments: ``alpha`` (2 trials, grid over lr, finishes),
     ``gamma`` (1 trial, finishes) and ``beta`` (1 trial that keeps running and logging)."""
-    data_dir = tmp_path_factory.mktemp("webui-master")
-    master = Master(MasterConfig(host="127.0.0.1", port=0, data_dir=str(data_dir), slots=4))
-    master.start()
-    try:
-        site = Site(master)
-        site.create(
-            "alpha",
-            exp_config(
-                "alpha-search",
-                hyperparameters={
-                    "lr": {"type": "categorical", "vals": [0.05, 0.2]},
-                    "steps": 30,
-                    "hold": False,
-                },
-                searcher={
-                    "name": "grid",
-                    "metric": "validation_loss",
-                    "smaller_is_better": True,
-                    "max_length": 30,
-                },
-                labels=["vision", "smoke"],
-                data={"secrets": {"api_key": SECRET}},
-                environment={"environment_variables": [f"MY_TOKEN={SECRET}", "PLAIN=visible"]},
-            ),
-        )
-        site.create("gamma", exp_config("gamma-single", labels=["nlp"]))
-        site.create("beta", exp_config("beta-live", hyperparameters={"lr": 0.1, "hold": True}))
-        for key in ("alpha", "gamma"):
-            site.api.wait_experiment(site.ids[key], timeout=90)
-        yield site
-    finally:
-        master.stop()
+    site = Site(make_module_master())
+    site.create(
+        "alpha",
+        exp_config(
+            "alpha-search",
+            hyperparameters={
+                "lr": {"type": "categorical", "vals": [0.05, 0.2]},
+                "steps": 30,
+                "hold": False,
+            },
+            searcher={
+                "name": "grid",
+                "metric": "validation_loss",
+                "smaller_is_better": True,
+                "max_length": 30,
+            },
+            labels=["vision", "smoke"],
+            data={"secrets": {"api_key": SECRET}},
+            environment={"environment_variables": [f"MY_TOKEN={SECRET}", "PLAIN=visible"]},
+        ),
+    )
+    site.create("gamma", exp_config("gamma-single", labels=["nlp"]))
+    site.create("beta", exp_config("beta-live", hyperparameters={"lr": 0.1, "hold": True}))
+    for key in ("alpha", "gamma"):
+        site.api.wait_experiment(site.ids[key], timeout=90)
+    return site
 
 
 @pytest.fixture

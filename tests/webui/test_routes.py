@@ -9,16 +9,14 @@ import json
 import pathlib
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
-from postgres_db import drop_database, postgres_url
 from sqlalchemy import insert, update
 from webui._site import TRIALS, exp_config, login_token
 
-from determined.master import Master, MasterConfig
+from determined.master import Master
 from determined.master.db import Experiment, Metric, Run, TaskLog, User, utcnow
 from determined.master.ui._mask import MASK, is_secret_name, mask
 from determined.master.ui._series import SeriesCache, TrialVersion, bucket_width, decimate
@@ -27,23 +25,10 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 UI = ROOT / "packages/master/src/determined/master/ui"
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
-def master(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Master]:
+@pytest.fixture(scope="module")
+def master(module_db_url: str, make_module_master: Any) -> Master:
     """One master per module, on SQLite and on PostgreSQL."""
-    data_dir = tmp_path_factory.mktemp("ui-routes")
-    url = postgres_url() if request.param == "postgres" else None
-    master = Master(MasterConfig(host="127.0.0.1", port=0, db=url, data_dir=str(data_dir), slots=1))
-    master.start()
-    try:
-        yield master
-    finally:
-        master.stop()
-        if url:
-            drop_database(url)
+    return make_module_master(module_db_url, slots=1)  # type: ignore[no-any-return]
 
 
 @pytest.fixture(scope="module")

@@ -4,33 +4,23 @@ private token cache per test (nothing is written to the user's config dir)."""
 from __future__ import annotations
 
 import pathlib
-from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from e2e.harness import MasterAPI
 
-from determined.master import Master, MasterConfig
-
 
 @pytest.fixture(scope="module")
-def det_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Master]:
-    """A running master shared by the tests of a module (each test creates its own experiments)."""
-    master = Master(
-        MasterConfig(
-            host="127.0.0.1", port=0, data_dir=str(tmp_path_factory.mktemp("master")), slots=8
-        )
-    )
-    master.start()
-    try:
-        yield master
-    finally:
-        master.stop()
+def det_master(make_module_master: Any) -> Any:
+    """A running master with 8 slots shared by the tests of a module (each test creates its own
+    experiments; sweeps run several trials at once)."""
+    return make_module_master(slots=8)
 
 
 @pytest.fixture
-def api(det_master: Master) -> MasterAPI:
+def api(det_master: Any) -> MasterAPI:
     """A logged-in client of the module's master (the e2e harness)."""
-    return MasterAPI(det_master.url)
+    return det_master.api()  # type: ignore[no-any-return]
 
 
 @pytest.fixture(autouse=True)

@@ -1,15 +1,15 @@
-"""The built-in storage plugin, through a fresh plugin manager and through det's hook facade."""
+"""The built-in storage plugin, through a fresh plugin manager and through det's hook facade
+(``determined.core.plugins``, the process-wide plugin manager)."""
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 
 import pluggy
 import pytest
 
-from determined.core import hookspecs
-from determined.core._markers import PROJECT_NAME
+from determined.core import hookspecs, plugins
+from determined.core.plugins import PROJECT_NAME
 from determined.storage import FsspecStorageManager, _plugin
 
 
@@ -45,21 +45,17 @@ def test_a_third_party_plugin_takes_precedence(tmp_path: pathlib.Path) -> None:
     )
 
 
-def _facade():  # type: ignore[no-untyped-def]
-    from determined.core import _hooks
-
-    missing = [m for m in _hooks.BUILTIN_PLUGINS if importlib.util.find_spec(m) is None]
-    if missing:
-        pytest.skip(f"other built-in plugins are not written yet: {missing}")
-    return _hooks
+def test_facade_registers_the_storage_plugin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DET_DISABLE_PLUGIN_AUTOLOAD", "1")
+    pm = plugins.get_plugin_manager()
+    assert pm.get_plugin("determined.storage._plugin") is _plugin
 
 
 def test_facade_returns_our_manager(
     tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("DET_DISABLE_PLUGIN_AUTOLOAD", "1")
-    hooks = _facade()
-    manager = hooks.checkpoint_storage({"type": "shared_fs", "host_path": str(tmp_path)})
+    manager = plugins.checkpoint_storage({"type": "shared_fs", "host_path": str(tmp_path)})
     assert isinstance(manager, FsspecStorageManager)
     with manager.store_path("abc") as path:
         (path / "f").write_text("x")
@@ -68,8 +64,7 @@ def test_facade_returns_our_manager(
 
 def test_facade_unknown_type(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DET_DISABLE_PLUGIN_AUTOLOAD", "1")
-    hooks = _facade()
     with pytest.raises(ValueError, match=r"checkpoint_storage\.type"):
-        hooks.checkpoint_storage({"type": "tape-drive"})
+        plugins.checkpoint_storage({"type": "tape-drive"})
     with pytest.raises(ValueError, match=r"checkpoint_storage\.host_path"):
-        hooks.checkpoint_storage({"type": "shared_fs"})
+        plugins.checkpoint_storage({"type": "shared_fs"})

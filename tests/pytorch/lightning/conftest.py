@@ -1,11 +1,11 @@
-"""Fixtures for the det.pytorch.lightning tests: the tiny module of ``trials/tiny.py`` and a master."""
+"""Fixtures for the det.pytorch.lightning tests: the tiny module of ``trials/tiny.py``; the master
+(``api``) is the root conftest's."""
 
 from __future__ import annotations
 
 import importlib.util
 import pathlib
 import types
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,21 +20,6 @@ def tiny() -> types.ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-@pytest.fixture
-def master_url(tmp_path: pathlib.Path) -> Iterator[str]:
-    """A real det master (SQLite) on a free loopback port."""
-    from determined.master import Master, MasterConfig
-
-    master = Master(
-        MasterConfig(host="127.0.0.1", port=0, data_dir=str(tmp_path / "master"), slots=4)
-    )
-    master.start()
-    try:
-        yield master.url
-    finally:
-        master.stop()
 
 
 @pytest.fixture(autouse=True)

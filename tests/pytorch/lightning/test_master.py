@@ -14,11 +14,6 @@ EXAMPLE = EXAMPLES / "pytorch" / "lightning"
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
-@pytest.fixture
-def api(master_url: str) -> MasterAPI:
-    return MasterAPI(master_url)
-
-
 def completed(api: MasterAPI, experiment_id: int) -> list[dict[str, Any]]:
     assert api.wait_experiment(experiment_id, timeout=240) == "STATE_COMPLETED", api.debug(
         experiment_id
