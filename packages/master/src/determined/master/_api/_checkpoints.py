@@ -10,7 +10,16 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from determined.master._api import _serialize
-from determined.master._api._deps import Principal, authenticate, int_param, json_body, master_of
+from determined.master._api._deps import (
+    Principal,
+    authenticate,
+    checkpoints_of,
+    int_param,
+    json_body,
+    master_of,
+)
+from determined.master._core._checkpoints import CheckpointReport
+from determined.master._core._checkpoints import get_checkpoint as find_checkpoint
 from determined.master._wire import (
     APIError,
     get,
@@ -20,7 +29,7 @@ from determined.master._wire import (
     to_float,
     unstate,
 )
-from determined.master.db import Checkpoint, Experiment, Metric, Run, utcnow
+from determined.master.db import Checkpoint, Experiment, Metric, Run, registered_versions, utcnow
 
 router = APIRouter(tags=["Checkpoints"])
 
@@ -41,13 +50,6 @@ def _sizes(resources: Any, where: str) -> dict[str, int]:
                 400, f"{where}[{path!r}]: size must be an integer (or its string)"
             ) from None
     return out
-
-
-def _get_ckpt(session: Session, uuid: str) -> Checkpoint:
-    ckpt = session.scalar(select(Checkpoint).where(Checkpoint.uuid == uuid))
-    if ckpt is None:
-        raise APIError(404, f"checkpoint {uuid} not found")
-    return ckpt
 
 
 @router.post("/api/v1/checkpoints")
@@ -73,33 +75,18 @@ def report_checkpoint(
     state = unstate(str(ckpt.get("state") or "STATE_COMPLETED"))
     if state not in CHECKPOINT_STATES:
         raise APIError(400, f"checkpoint.state: unknown state {ckpt.get('state')!r}")
-    with master_of(request).db.write() as session:
-        run = session.scalar(select(Run).where(Run.task_id == task_id)) if task_id else None
-        if run is None and p.allocation_id:
-            from determined.master.db import Allocation
-
-            alloc = session.get(Allocation, p.allocation_id)
-            run = session.get(Run, alloc.trial_id) if alloc and alloc.trial_id else None
-        values = {
-            "task_id": task_id or (run.task_id if run else ""),
-            "allocation_id": allocation_id,
-            "report_time": parse_ts(get(ckpt, "report_time")) or utcnow(),
-            "state": state,
-            "resources": resources,
-            "metadata_": metadata,
-            "size": sum(resources.values()),
-            "trial_id": run.id if run else None,
-            "experiment_id": run.experiment_id if run else None,
-            "storage_id": int_param(get(ckpt, "storage_id"), "storageId"),
-            "steps_completed": int(float(steps)),
-        }
-        existing = session.scalar(select(Checkpoint).where(Checkpoint.uuid == uuid))
-        if existing is None:
-            session.add(Checkpoint(uuid=uuid, **values))
-        else:
-            # A retried report (clients retry it as idempotent) updates the same row.
-            for key, value in values.items():
-                setattr(existing, key, value)
+    report = CheckpointReport(
+        uuid=uuid,
+        task_id=task_id,
+        allocation_id=allocation_id,
+        report_time=parse_ts(get(ckpt, "report_time")) or utcnow(),
+        state=state,
+        resources=resources,
+        metadata=metadata,
+        storage_id=int_param(get(ckpt, "storage_id"), "storageId"),
+        steps_completed=int(float(steps)),
+    )
+    checkpoints_of(request).report(report, p.allocation_id)
     return {}
 
 
@@ -113,18 +100,15 @@ def patch_checkpoints(
     items = body.get("checkpoints")
     if not isinstance(items, list):
         raise APIError(400, "checkpoints: must be a list")
-    with master_of(request).db.write() as session:
-        for index, item in enumerate(items):
-            if not isinstance(item, dict) or not item.get("uuid"):
-                raise APIError(400, f"checkpoints[{index}].uuid: required")
-            ckpt = _get_ckpt(session, item["uuid"])
-            res = item.get("resources") or {}
-            if isinstance(res, dict) and isinstance(res.get("resources"), dict):
-                res = res["resources"]
-            remaining = _sizes(res, f"checkpoints[{index}].resources")
-            ckpt.resources = remaining
-            ckpt.size = sum(remaining.values())
-            ckpt.state = "PARTIALLY_DELETED" if remaining else "DELETED"
+    remaining: list[tuple[str, dict[str, int]]] = []
+    for index, item in enumerate(items):
+        if not isinstance(item, dict) or not item.get("uuid"):
+            raise APIError(400, f"checkpoints[{index}].uuid: required")
+        res = item.get("resources") or {}
+        if isinstance(res, dict) and isinstance(res.get("resources"), dict):
+            res = res["resources"]
+        remaining.append((str(item["uuid"]), _sizes(res, f"checkpoints[{index}].resources")))
+    checkpoints_of(request).record_remaining(remaining)
     return {}
 
 
@@ -143,8 +127,8 @@ def delete_checkpoints(
     master = master_of(request)
     with master.db.read() as session:
         for uuid in uuids:
-            _get_ckpt(session, uuid)
-        in_registry = _registered(session, uuids)
+            find_checkpoint(session, uuid)
+        in_registry = registered_versions(session, uuids)
     if in_registry:
         listed = "; ".join(f"{u} ({', '.join(v)})" for u, v in in_registry.items())
         raise APIError(
@@ -177,8 +161,8 @@ def remove_checkpoint_files(
     configs: dict[str, dict[str, Any]] = {}
     with master.db.read() as session:
         for uuid in uuids:
-            configs[uuid] = _storage_config(session, _get_ckpt(session, uuid))
-        in_registry = _registered(session, uuids) if globs else {}
+            configs[uuid] = _storage_config(session, find_checkpoint(session, uuid))
+        in_registry = registered_versions(session, uuids) if globs else {}
     if in_registry:
         listed = "; ".join(f"{u} ({', '.join(v)})" for u, v in in_registry.items())
         raise APIError(
@@ -195,15 +179,7 @@ def remove_checkpoint_files(
         except ValueError as e:
             raise APIError(400, f"checkpointGlobs: {e}") from None
         files = {k: int(v) for k, v in remaining.items()}
-        with master.db.write() as session:
-            ckpt = _get_ckpt(session, uuid)
-            deleted_some = set(files) != set((ckpt.resources or {}).keys())
-            ckpt.resources = files
-            ckpt.size = sum(files.values())
-            if not files:
-                ckpt.state = "DELETED"
-            elif deleted_some:
-                ckpt.state = "PARTIALLY_DELETED"
+        checkpoints_of(request).record_files(uuid, files)
     return {}
 
 
@@ -213,7 +189,7 @@ def get_checkpoint(
 ) -> dict[str, Any]:
     """One checkpoint."""
     with master_of(request).db.read() as session:
-        return {"checkpoint": _serialize.checkpoint(session, _get_ckpt(session, uuid))}
+        return {"checkpoint": _serialize.checkpoint(session, find_checkpoint(session, uuid))}
 
 
 @router.post("/api/v1/checkpoints/{uuid}/metadata")
@@ -228,11 +204,10 @@ def post_checkpoint_metadata(
     metadata = ckpt_body.get("metadata")
     if not isinstance(metadata, dict):
         raise APIError(400, "checkpoint.metadata: must be an object")
-    with master_of(request).db.write() as session:
-        ckpt = _get_ckpt(session, uuid)
-        ckpt.metadata_ = metadata
-        session.flush()
-        return {"checkpoint": _serialize.checkpoint(session, ckpt)}
+    master = master_of(request)
+    checkpoints_of(request).set_metadata(uuid, metadata)
+    with master.db.read() as session:
+        return {"checkpoint": _serialize.checkpoint(session, find_checkpoint(session, uuid))}
 
 
 def list_checkpoints(
@@ -312,12 +287,6 @@ def _best_first_is_desc(sample: dict[str, Any], sort_attr: str, sort_metric: str
     return not bool(searcher.get("smaller_is_better", True))
 
 
-def _registered(session: Session, uuids: list[str]) -> dict[str, list[str]]:
-    from determined.master._api._models import registered
-
-    return registered(session, uuids)
-
-
 def _storage_config(session: Session, ckpt: Checkpoint) -> dict[str, Any]:
     """The checkpoint storage a checkpoint was written to (its run's, else its experiment's)."""
     from determined.master.db import StorageBackend
@@ -378,7 +347,7 @@ def download_checkpoint(request: Request, uuid: str, p: Principal = Depends(auth
     accept = request.headers.get("accept", "")
     zip_format = "application/zip" in accept and "application/gzip" not in accept
     with master_of(request).db.read() as session:
-        ckpt = _get_ckpt(session, uuid)
+        ckpt = find_checkpoint(session, uuid)
         if ckpt.state not in ("COMPLETED", "PARTIALLY_DELETED"):
             raise APIError(
                 400,

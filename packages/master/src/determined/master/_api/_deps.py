@@ -17,10 +17,14 @@ from determined.master._wire import APIError, as_utc
 from determined.master.db import Allocation, Run, User, UserSession, utcnow
 
 if TYPE_CHECKING:
+    from determined.master._core._accounts import Accounts
     from determined.master._core._allocations import Allocations
+    from determined.master._core._checkpoints import Checkpoints
     from determined.master._core._experiments import Experiments
     from determined.master._core._metrics_writer import MetricsWriter
+    from determined.master._core._model_registry import ModelRegistry
     from determined.master._core._searcher_ops import SearcherOperations
+    from determined.master._core._trial_records import TrialRecords
     from determined.master._master import Master
 
 
@@ -50,6 +54,26 @@ def allocations_of(request: Request) -> Allocations:
 def searcher_operations_of(request: Request) -> SearcherOperations:
     """The searcher-operations protocol of running trials."""
     return master_of(request).manager.searcher_operations
+
+
+def accounts_of(request: Request) -> Accounts:
+    """The accounts service: users, passwords and login sessions."""
+    return master_of(request).manager.accounts
+
+
+def checkpoints_of(request: Request) -> Checkpoints:
+    """The checkpoints service: reported checkpoints and what remains of them."""
+    return master_of(request).manager.checkpoints
+
+
+def registry_of(request: Request) -> ModelRegistry:
+    """The model-registry service: models and their versions."""
+    return master_of(request).manager.model_registry
+
+
+def trial_records_of(request: Request) -> TrialRecords:
+    """What running trials record about themselves (status, metadata, logs, alerts)."""
+    return master_of(request).manager.trial_records
 
 
 def metrics_writer_of(request: Request) -> MetricsWriter:

@@ -24,7 +24,7 @@ from determined.master._api._trial_sort import check_trial_sort, sort_trial_json
 from determined.master._core._context import ContextError, pack_files
 from determined.master._core._experiments import ExperimentPatch
 from determined.master._wire import TERMINAL_STATES, APIError, get, pagination, sub_object, unstate
-from determined.master.db import Checkpoint, Experiment, Metric, Run, User
+from determined.master.db import Experiment, Metric, Run, User
 
 router = APIRouter(tags=["Experiments"])
 
@@ -345,62 +345,8 @@ def delete_experiment(
     request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Delete a terminal experiment, its checkpoints (from storage too) and its rows."""
-    from determined.master._core._gc import delete_checkpoints
-
-    master = master_of(request)
-    with master.db.write() as session:
-        exp = _get_exp(session, experiment_id)
-        if exp.state not in TERMINAL_STATES:
-            raise APIError(400, "Experiment is not in terminal state.")
-        if not principal.user.admin and principal.user.id != exp.owner_id:
-            raise APIError(403, "only the owner or an admin may delete an experiment")
-        _refuse_if_registered(session, experiment_id)
-        exp.state = "DELETING"
-    with master.db.read() as session:
-        uuids = list(
-            session.scalars(
-                select(Checkpoint.uuid).where(
-                    Checkpoint.experiment_id == experiment_id,
-                    Checkpoint.state.in_(("COMPLETED", "PARTIALLY_DELETED")),
-                )
-            )
-        )
-    delete_checkpoints(master.db, uuids)
-    from sqlalchemy import delete
-
-    from determined.master.db import Allocation, ExperimentSnapshot, Task, TaskLog
-
-    with master.db.write() as session:
-        run_ids = select(Run.id).where(Run.experiment_id == experiment_id)
-        task_ids = select(Run.task_id).where(Run.experiment_id == experiment_id)
-        session.execute(delete(TaskLog).where(TaskLog.task_id.in_(task_ids)))
-        session.execute(delete(Allocation).where(Allocation.task_id.in_(task_ids)))
-        session.execute(delete(Task).where(Task.task_id.in_(task_ids)))
-        session.execute(delete(Checkpoint).where(Checkpoint.experiment_id == experiment_id))
-        session.execute(delete(Metric).where(Metric.trial_id.in_(run_ids)))
-        session.execute(delete(Run).where(Run.experiment_id == experiment_id))
-        session.execute(
-            delete(ExperimentSnapshot).where(ExperimentSnapshot.experiment_id == experiment_id)
-        )
-        session.execute(delete(Experiment).where(Experiment.id == experiment_id))
+    experiments_of(request).delete(experiment_id, principal.user)
     return {}
-
-
-def _refuse_if_registered(session: Session, experiment_id: int) -> None:
-    """An experiment whose checkpoints are model versions stays (deleting it would delete them)."""
-    from determined.master._api._models import registered
-
-    uuids = session.scalars(
-        select(Checkpoint.uuid).where(Checkpoint.experiment_id == experiment_id)
-    )
-    in_registry = registered(session, list(uuids))
-    if in_registry:
-        versions = sorted({v for found in in_registry.values() for v in found})
-        raise APIError(
-            400,
-            f"experiment {experiment_id} has checkpoints registered in the model registry "
-            f"({', '.join(versions)}); delete those model versions first",
-        )
 
 
 @router.get("/api/v1/experiments/{experiment_id}/trials")

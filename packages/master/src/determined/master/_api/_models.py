@@ -9,12 +9,10 @@ may not be all digits). A checkpoint registered as a model version is protected:
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from sqlalchemy import delete, func, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from determined.master._api import _serialize
@@ -25,9 +23,16 @@ from determined.master._api._deps import (
     int_param,
     json_body,
     master_of,
+    registry_of,
 )
-from determined.master._wire import APIError, get, pagination, sub_object, ts, unstate
-from determined.master.db import Checkpoint, Model, ModelVersion, User, utcnow
+from determined.master._core._model_registry import (
+    ModelFields,
+    VersionFields,
+    find_model,
+    find_version,
+)
+from determined.master._wire import APIError, get, pagination, sub_object, ts
+from determined.master.db import Checkpoint, Model, ModelVersion, User
 
 router = APIRouter(tags=["Models"])
 
@@ -55,25 +60,9 @@ VERSION_SORT = {
 # helpers
 
 
-def registered(session: Session, uuids: Iterable[str]) -> dict[str, list[str]]:
-    """Which of ``uuids`` are registered as model versions: uuid -> ["model vN", ...]."""
-    wanted = list(dict.fromkeys(uuids))
-    if not wanted:
-        return {}
-    rows = session.execute(
-        select(ModelVersion.checkpoint_uuid, Model.name, ModelVersion.version)
-        .join(Model, Model.id == ModelVersion.model_id)
-        .where(ModelVersion.checkpoint_uuid.in_(wanted))
-        .order_by(Model.name, ModelVersion.version)
-    ).all()
-    out: dict[str, list[str]] = {}
-    for uuid, name, version in rows:
-        out.setdefault(uuid, []).append(f"{name!r} version {version}")
-    return out
-
-
-def check_name(session: Session, name: Any, *, field: str, exclude_id: int | None = None) -> str:
-    """A valid, unused model name (upstream's rules), or a 400/409 naming ``field``."""
+def valid_name(name: Any, *, field: str) -> str:
+    """A valid model name (upstream's rules), or a 400 naming ``field`` (uniqueness is the
+    registry's check)."""
     if not isinstance(name, str) or not name.strip():
         raise APIError(400, f"{field}: model names cannot be blank")
     if "  " in name:
@@ -82,11 +71,6 @@ def check_name(session: Session, name: Any, *, field: str, exclude_id: int | Non
         raise APIError(400, f"{field}: model names cannot have slashes")
     if re.fullmatch(r"\d+", name):
         raise APIError(400, f"{field}: model names cannot be only numbers")
-    stmt = select(Model.id).where(func.lower(Model.name) == name.lower())
-    if exclude_id is not None:
-        stmt = stmt.where(Model.id != exclude_id)
-    if session.scalar(stmt) is not None:
-        raise APIError(409, f"{field}: a model named {name!r} already exists (case-insensitive)")
     return name
 
 
@@ -123,29 +107,6 @@ def _workspace(body: dict[str, Any]) -> int:
     if ws_name not in (None, "", WORKSPACE_NAME):
         raise APIError(404, f"workspaceName: workspace {ws_name!r} not found")
     return WORKSPACE_ID
-
-
-def find_model(session: Session, identifier: str) -> Model:
-    """The model named ``identifier`` (or with that numeric id); 404 otherwise."""
-    if re.fullmatch(r"\d+", identifier):
-        model = session.get(Model, int(identifier))
-    else:
-        model = session.scalar(select(Model).where(Model.name == identifier))
-    if model is None:
-        raise APIError(404, f"model {identifier!r} not found")
-    return model
-
-
-def find_version(session: Session, identifier: str, number: int) -> tuple[Model, ModelVersion]:
-    model = find_model(session, identifier)
-    version = session.scalar(
-        select(ModelVersion).where(
-            ModelVersion.model_id == model.id, ModelVersion.version == number
-        )
-    )
-    if version is None:
-        raise APIError(404, f"version {number} of model {identifier!r} not found")
-    return model, version
 
 
 def _username(session: Session, user_id: int | None) -> str:
@@ -216,11 +177,6 @@ def _page(items: list[Any], offset: int, limit: int) -> list[Any]:
     return items[offset : offset + limit] if limit else items[offset:]
 
 
-def _may_delete(principal: Principal, owner_id: int | None, what: str) -> None:
-    if not principal.user.admin and principal.user.id != owner_id:
-        raise APIError(403, f"only the owner of this {what} or an admin may delete it")
-
-
 # ---------------------------------------------------------------------------------------------
 # models
 
@@ -232,24 +188,21 @@ def post_model(
     principal: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Create a model: ``{name, description, metadata, labels, notes, workspaceId|Name}``."""
-    workspace_id = _workspace(body)
-    with master_of(request).db.write() as session:
-        name = check_name(session, get(body, "name"), field="name")
-        now = utcnow()
-        row = Model(
-            name=name,
-            description=_text(get(body, "description"), "description"),
-            metadata_=_metadata(get(body, "metadata"), "metadata"),
-            labels=_labels(get(body, "labels"), "labels"),
-            notes=_text(get(body, "notes"), "notes"),
-            user_id=principal.user.id,
-            workspace_id=workspace_id,
-            creation_time=now,
-            last_updated_time=now,
-        )
-        session.add(row)
-        session.flush()
-        return {"model": model_json(session, row)}
+    fields = ModelFields(
+        name=valid_name(get(body, "name"), field="name"),
+        description=_text(get(body, "description"), "description"),
+        metadata=_metadata(get(body, "metadata"), "metadata"),
+        labels=_labels(get(body, "labels"), "labels"),
+        notes=_text(get(body, "notes"), "notes"),
+        workspace_id=_workspace(body),
+    )
+    model_id = registry_of(request).create(fields, principal.user.id)
+    return _model_response(request, str(model_id))
+
+
+def _model_response(request: Request, identifier: str) -> dict[str, Any]:
+    with master_of(request).db.read() as session:
+        return {"model": model_json(session, find_model(session, identifier))}
 
 
 @router.get("/api/v1/models")
@@ -335,36 +288,28 @@ def patch_model(
     """Change a model's name, description, notes, metadata, labels or workspace (the body is
     upstream's ``PatchModel``, bare or wrapped in ``{"model": ...}``)."""
     patch = sub_object(body, "model")
-    with master_of(request).db.write() as session:
-        model = find_model(session, model_name)
-        if model.archived:
-            raise APIError(
-                400, f"model {model.name!r} is archived and cannot have attributes updated"
-            )
-        if get(patch, "name") is not None and get(patch, "name") != model.name:
-            model.name = check_name(
-                session, get(patch, "name"), field="model.name", exclude_id=model.id
-            )
-        if get(patch, "description") is not None:
-            model.description = _text(get(patch, "description"), "model.description")
-        if get(patch, "notes") is not None:
-            model.notes = _text(get(patch, "notes"), "model.notes")
-        if get(patch, "metadata") is not None:
-            model.metadata_ = _metadata(get(patch, "metadata"), "model.metadata")
-        if get(patch, "labels") is not None:
-            model.labels = _labels(get(patch, "labels"), "model.labels")
-        if get(patch, "workspace_id") is not None or get(patch, "workspace_name") is not None:
-            model.workspace_id = _workspace(patch)
-        model.last_updated_time = utcnow()
-        session.flush()
-        return {"model": model_json(session, model)}
+    name = get(patch, "name")
+    workspace_given = (
+        get(patch, "workspace_id") is not None or get(patch, "workspace_name") is not None
+    )
+    fields = ModelFields(
+        name=valid_name(name, field="model.name") if name is not None else None,
+        description=_optional(get(patch, "description"), _text, "model.description"),
+        notes=_optional(get(patch, "notes"), _text, "model.notes"),
+        metadata=_optional(get(patch, "metadata"), _metadata, "model.metadata"),
+        labels=_optional(get(patch, "labels"), _labels, "model.labels"),
+        workspace_id=_workspace(patch) if workspace_given else None,
+    )
+    model_id = registry_of(request).change(model_name, fields)
+    return _model_response(request, str(model_id))
+
+
+def _optional(value: Any, parse: Any, field: str) -> Any:
+    return parse(value, field) if value is not None else None
 
 
 def _set_archived(request: Request, model_name: str, archived: bool) -> dict[str, Any]:
-    with master_of(request).db.write() as session:
-        model = find_model(session, model_name)
-        model.archived = archived
-        model.last_updated_time = utcnow()
+    registry_of(request).set_archived(model_name, archived)
     return {}
 
 
@@ -396,10 +341,7 @@ def move_model(
     if destination is None:
         raise APIError(400, "destinationWorkspaceId: required")
     workspace_id = _workspace({"workspaceId": destination})
-    with master_of(request).db.write() as session:
-        model = find_model(session, model_name)
-        model.workspace_id = workspace_id
-        model.last_updated_time = utcnow()
+    registry_of(request).move(model_name, workspace_id)
     return {}
 
 
@@ -408,11 +350,7 @@ def delete_model(
     request: Request, model_name: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Delete a model and its versions (the owner or an admin); the checkpoints stay."""
-    with master_of(request).db.write() as session:
-        model = find_model(session, model_name)
-        _may_delete(principal, model.user_id, "model")
-        session.execute(delete(ModelVersion).where(ModelVersion.model_id == model.id))
-        session.delete(model)
+    registry_of(request).delete(model_name, principal.user)
     return {}
 
 
@@ -464,53 +402,21 @@ def post_model_version(
     uuid = get(body, "checkpoint_uuid")
     if not isinstance(uuid, str) or not uuid:
         raise APIError(400, "checkpointUuid: required")
-    fields = {
-        "name": _text(get(body, "name"), "name"),
-        "comment": _text(get(body, "comment"), "comment"),
-        "notes": _text(get(body, "notes"), "notes"),
-        "labels": _labels(get(body, "labels"), "labels"),
-        "metadata_": _metadata(get(body, "metadata"), "metadata"),
-    }
-    master = master_of(request)
-    for attempt in range(3):
-        try:
-            with master.db.write() as session:
-                model = find_model(session, model_name)
-                if model.archived:
-                    raise APIError(
-                        400, f"model {model.name!r} is archived and cannot register new versions"
-                    )
-                ckpt = session.scalar(select(Checkpoint).where(Checkpoint.uuid == uuid))
-                if ckpt is None:
-                    raise APIError(404, f"checkpointUuid: checkpoint {uuid} not found")
-                if ckpt.state != "COMPLETED":
-                    raise APIError(
-                        400,
-                        f"checkpointUuid: checkpoint {uuid} is in state {unstate(ckpt.state)}; "
-                        "model versions need a COMPLETED checkpoint",
-                    )
-                latest = session.scalar(
-                    select(func.max(ModelVersion.version)).where(ModelVersion.model_id == model.id)
-                )
-                now = utcnow()
-                row = ModelVersion(
-                    model_id=model.id,
-                    version=int(latest or 0) + 1,
-                    checkpoint_uuid=uuid,
-                    user_id=principal.user.id,
-                    creation_time=now,
-                    last_updated_time=now,
-                    **fields,
-                )
-                session.add(row)
-                model.last_updated_time = now
-                session.flush()
-                return {"modelVersion": version_json(session, model, row)}
-        except IntegrityError:
-            # Two registrations raced for the same version number (PostgreSQL): take the next.
-            if attempt == 2:
-                raise APIError(409, "checkpointUuid: concurrent registrations; retry") from None
-    raise AssertionError("unreachable")
+    fields = VersionFields(
+        name=_text(get(body, "name"), "name"),
+        comment=_text(get(body, "comment"), "comment"),
+        notes=_text(get(body, "notes"), "notes"),
+        labels=_labels(get(body, "labels"), "labels"),
+        metadata=_metadata(get(body, "metadata"), "metadata"),
+    )
+    number = registry_of(request).register_version(model_name, uuid, fields, principal.user.id)
+    return _version_response(request, model_name, number)
+
+
+def _version_response(request: Request, model_name: str, number: int) -> dict[str, Any]:
+    with master_of(request).db.read() as session:
+        model, row = find_version(session, model_name, number)
+        return {"modelVersion": version_json(session, model, row)}
 
 
 @router.get("/api/v1/models/{model_name}/versions/{version}")
@@ -534,23 +440,15 @@ def patch_model_version(
     """Change a version's name, comment, notes, labels or metadata (upstream's
     ``PatchModelVersion``, bare or wrapped in ``{"modelVersion": ...}``)."""
     patch = sub_object(body, "model_version")
-    with master_of(request).db.write() as session:
-        model, row = find_version(session, model_name, version)
-        if model.archived:
-            raise APIError(
-                400, f"model {model.name!r} is archived and its versions cannot be updated"
-            )
-        for field in ("name", "comment", "notes"):
-            if get(patch, field) is not None:
-                setattr(row, field, _text(get(patch, field), f"modelVersion.{field}"))
-        if get(patch, "labels") is not None:
-            row.labels = _labels(get(patch, "labels"), "modelVersion.labels")
-        if get(patch, "metadata") is not None:
-            row.metadata_ = _metadata(get(patch, "metadata"), "modelVersion.metadata")
-        row.last_updated_time = utcnow()
-        model.last_updated_time = row.last_updated_time
-        session.flush()
-        return {"modelVersion": version_json(session, model, row)}
+    fields = VersionFields(
+        name=_optional(get(patch, "name"), _text, "modelVersion.name"),
+        comment=_optional(get(patch, "comment"), _text, "modelVersion.comment"),
+        notes=_optional(get(patch, "notes"), _text, "modelVersion.notes"),
+        labels=_optional(get(patch, "labels"), _labels, "modelVersion.labels"),
+        metadata=_optional(get(patch, "metadata"), _metadata, "modelVersion.metadata"),
+    )
+    registry_of(request).change_version(model_name, version, fields)
+    return _version_response(request, model_name, version)
 
 
 @router.delete("/api/v1/models/{model_name}/versions/{version}")
@@ -558,9 +456,5 @@ def delete_model_version(
     request: Request, model_name: str, version: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Delete a version (its registrant or an admin); the checkpoint stays."""
-    with master_of(request).db.write() as session:
-        model, row = find_version(session, model_name, version)
-        _may_delete(principal, row.user_id, "model version")
-        session.delete(row)
-        model.last_updated_time = utcnow()
+    registry_of(request).delete_version(model_name, version, principal.user)
     return {}

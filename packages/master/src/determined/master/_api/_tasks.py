@@ -23,8 +23,8 @@ from determined.master._api._deps import (
     json_any,
     json_body,
     master_of,
+    trial_records_of,
 )
-from determined.master._core._task_logs import master_log
 from determined.master._wire import TERMINAL_STATES, APIError, get, parse_ts, ts
 from determined.master.db import Allocation, Run, TaskLog, utcnow
 
@@ -84,8 +84,7 @@ def allocation_ready(
     request: Request, allocation_id: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """The task is up."""
-    with master_of(request).db.write() as session:
-        _get_alloc(session, allocation_id).is_ready = True
+    trial_records_of(request).mark_ready(allocation_id)
     return {}
 
 
@@ -178,8 +177,7 @@ def _store_logs(request: Request, entries: list[dict[str, Any]]) -> None:
                 stdtype=entry.get("stdtype"),
             )
         )
-    with master_of(request).db.write() as session:
-        session.add_all(rows)
+    trial_records_of(request).add_logs(rows)
 
 
 @router.post("/api/v1/task/logs")
@@ -394,12 +392,7 @@ def custom_webhook(
     level = str(data.get("level") or "LOG_LEVEL_INFO")
     text = f"alert: {data.get('title', '')}: {data.get('description', '')}"
     if trial_id is not None:
-        master = master_of(request)
-        with master.db.write() as session:
-            run = session.get(Run, trial_id)
-            if run is None:
-                raise APIError(404, f"trial {trial_id} not found")
-            master_log(session, run.task_id, text, level)
+        trial_records_of(request).alert(trial_id, text, level)
     return {}
 
 

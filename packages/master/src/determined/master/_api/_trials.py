@@ -21,6 +21,7 @@ from determined.master._api._deps import (
     json_body,
     master_of,
     metrics_writer_of,
+    trial_records_of,
 )
 from determined.master._api._metric_reports import parse_reports
 from determined.master._wire import (
@@ -32,7 +33,7 @@ from determined.master._wire import (
     to_float,
     ts,
 )
-from determined.master.db import Checkpoint, Experiment, Metric, Run, StorageBackend
+from determined.master.db import Checkpoint, Experiment, Metric, Run
 
 router = APIRouter(tags=["Trials"])
 
@@ -163,8 +164,7 @@ def runner_metadata(
     state = meta.get("state", "")
     if not isinstance(state, str):
         raise APIError(400, "state: must be a string")
-    with master_of(request).db.write() as session:
-        _get_run(session, trial_id).runner_state = state[:255]
+    trial_records_of(request).set_runner_state(trial_id, state)
     return {}
 
 
@@ -182,11 +182,7 @@ def early_exit(
         raise APIError(
             400, f"reason: must be one of EXITED_REASON_{', EXITED_REASON_'.join(EXITED_REASONS)}"
         )
-    with master_of(request).db.write() as session:
-        run = _get_run(session, trial_id)
-        if run.early_exit_reason:
-            raise APIError(400, f"trial {trial_id} already reported an early exit")
-        run.early_exit_reason = reason
+    trial_records_of(request).record_early_exit(trial_id, reason)
     return {}
 
 
@@ -287,14 +283,10 @@ def runs_start(
     if run_id is None:
         raise APIError(400, "runId: required")
     storage = get(body, "checkpoint_storage")
-    with master_of(request).db.write() as session:
-        _run, exp = _run_and_exp(session, run_id)
-        if not isinstance(storage, dict) or not storage:
-            storage = dict(exp.config.get("checkpoint_storage") or {})
-        row = StorageBackend(config=storage)
-        session.add(row)
-        session.flush()
-        return {"storageId": row.id}
+    storage_id = trial_records_of(request).register_storage(
+        run_id, storage if isinstance(storage, dict) else None
+    )
+    return {"storageId": storage_id}
 
 
 @router.get("/api/v1/runs/{run_id}/metadata")
@@ -317,20 +309,7 @@ def post_run_metadata(
     meta = body.get("metadata")
     if not isinstance(meta, dict):
         raise APIError(400, "metadata: must be an object")
-    with master_of(request).db.write() as session:
-        run = _get_run(session, run_id)
-        merged = _deep_merge(dict(run.metadata_ or {}), meta)
-        run.metadata_ = merged
-        return {"metadata": merged}
-
-
-def _deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
-    for key, value in update.items():
-        if isinstance(value, dict) and isinstance(base.get(key), dict):
-            base[key] = _deep_merge(dict(base[key]), value)
-        else:
-            base[key] = value
-    return base
+    return {"metadata": trial_records_of(request).merge_metadata(run_id, meta)}
 
 
 def _metric_report(row: Metric) -> dict[str, Any]:

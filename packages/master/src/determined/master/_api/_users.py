@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import datetime
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from determined.master import _auth
 from determined.master._api import _serialize
 from determined.master._api._deps import (
     Principal,
+    accounts_of,
     authenticate,
     bool_param,
     json_any,
@@ -20,8 +19,9 @@ from determined.master._api._deps import (
     master_of,
     require_admin,
 )
+from determined.master._core._accounts import UserChanges, find_user
 from determined.master._wire import APIError, get, pagination
-from determined.master.db import User, UserSession, utcnow
+from determined.master.db import User
 
 router = APIRouter()
 
@@ -38,38 +38,19 @@ def _hashed_password(body: dict[str, Any], field: str = "password") -> str:
 @router.post("/api/v1/auth/login", tags=["Authentication"])
 def login(request: Request, body: dict[str, Any] = Depends(json_body)) -> dict[str, Any]:
     """Exchange a username and password for a session token."""
-    master = master_of(request)
     username = get(body, "username")
     if not isinstance(username, str) or not username:
         raise APIError(400, "username: required")
     hashed = _hashed_password(body)
-    with master.db.write() as session:
-        user = session.scalar(select(User).where(User.username == username))
-        if user is None or user.remote or not _auth.check_password(hashed, user.password_hash):
-            raise APIError(401, "invalid credentials")
-        if not user.active:
-            raise APIError(403, "user is not active")
-        token = _auth.new_token()
-        session.add(
-            UserSession(
-                user_id=user.id,
-                token_hash=_auth.token_hash(token),
-                expiry=utcnow() + datetime.timedelta(days=_auth.SESSION_DAYS),
-            )
-        )
-        user.last_auth_at = utcnow()
-        session.flush()
-        return {"token": token, "user": _serialize.user(user)}
+    token, user = accounts_of(request).login(username, hashed)
+    return {"token": token, "user": _serialize.user(user)}
 
 
 @router.post("/api/v1/auth/logout", tags=["Authentication"])
 def logout(request: Request, principal: Principal = Depends(authenticate)) -> dict[str, Any]:
     """Revoke the calling session."""
     if principal.session_id is not None:
-        with master_of(request).db.write() as session:
-            sess = session.get(UserSession, principal.session_id)
-            if sess is not None:
-                session.delete(sess)
+        accounts_of(request).logout(principal.session_id)
     return {}
 
 
@@ -121,20 +102,15 @@ def create_user(
     if not isinstance(username, str) or not username.strip():
         raise APIError(400, "user.username: required")
     hashed = _hashed_password(body)
-    with master_of(request).db.write() as session:
-        if session.scalar(select(User).where(User.username == username)) is not None:
-            raise APIError(409, f"user {username!r} already exists")
-        user = User(
-            username=username,
-            display_name=get(spec, "display_name"),
-            admin=bool(spec.get("admin", False)),
-            active=bool(spec.get("active", True)),
-            remote=bool(spec.get("remote", False)),
-            password_hash=_auth.store_hash(hashed),
-        )
-        session.add(user)
-        session.flush()
-        return {"user": _serialize.user(user)}
+    user = accounts_of(request).create(
+        username=username,
+        display_name=get(spec, "display_name"),
+        admin=bool(spec.get("admin", False)),
+        active=bool(spec.get("active", True)),
+        remote=bool(spec.get("remote", False)),
+        hashed_password=hashed,
+    )
+    return {"user": _serialize.user(user)}
 
 
 @router.get("/api/v1/users/setting", tags=["Users"])
@@ -143,20 +119,13 @@ def user_settings(principal: Principal = Depends(authenticate)) -> dict[str, Any
     return {"settings": []}
 
 
-def _find_user(session: Session, user_id: int) -> User:
-    user = session.get(User, user_id)
-    if user is None:
-        raise APIError(404, f"user {user_id} not found")
-    return user
-
-
 @router.get("/api/v1/users/{user_id}", tags=["Users"])
 def get_user(
     request: Request, user_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """One user by id."""
     with master_of(request).db.read() as session:
-        return {"user": _serialize.user(_find_user(session, user_id))}
+        return {"user": _serialize.user(find_user(session, user_id))}
 
 
 @router.get("/api/v1/users/{username}/by-username", tags=["Users"])
@@ -183,26 +152,19 @@ def patch_user(
     privileged = {"admin", "active", "username", "remote"}
     if not principal.user.admin and (not self_edit or privileged & set(body)):
         raise APIError(403, "only an admin may change other users or these fields")
-    with master_of(request).db.write() as session:
-        user = _find_user(session, user_id)
-        if "username" in body:
-            name = body["username"]
-            if not isinstance(name, str) or not name.strip():
-                raise APIError(400, "username: must be a non-empty string")
-            clash = session.scalar(select(User).where(User.username == name, User.id != user_id))
-            if clash is not None:
-                raise APIError(409, f"user {name!r} already exists")
-            user.username = name
-        if get(body, "display_name") is not None:
-            user.display_name = str(get(body, "display_name"))
-        for field in ("admin", "active", "remote"):
-            if field in body:
-                setattr(user, field, bool(body[field]))
-        if "password" in body:
-            user.password_hash = _auth.store_hash(_hashed_password(body))
-        user.modified_at = utcnow()
-        session.flush()
-        return {"user": _serialize.user(user)}
+    name = body.get("username")
+    if "username" in body and (not isinstance(name, str) or not name.strip()):
+        raise APIError(400, "username: must be a non-empty string")
+    display_name = get(body, "display_name")
+    flags = {field: bool(body[field]) for field in ("admin", "active", "remote") if field in body}
+    changes = UserChanges(
+        username=name if "username" in body else None,
+        display_name=str(display_name) if display_name is not None else None,
+        hashed_password=_hashed_password(body) if "password" in body else None,
+        **flags,
+    )
+    user = accounts_of(request).change(user_id, changes)
+    return {"user": _serialize.user(user)}
 
 
 @router.post("/api/v1/users/{user_id}/password", tags=["Users"])
@@ -224,9 +186,5 @@ def set_password(
     if not isinstance(password, str):
         raise APIError(400, "password: required")
     hashed = password if get(body, "is_hashed", False) else _auth.client_hash(password)
-    with master_of(request).db.write() as session:
-        user = _find_user(session, user_id)
-        user.password_hash = _auth.store_hash(hashed)
-        user.modified_at = utcnow()
-        session.flush()
-        return {"user": _serialize.user(user)}
+    user = accounts_of(request).set_password(user_id, hashed)
+    return {"user": _serialize.user(user)}

@@ -210,6 +210,12 @@ class Experiments:
                 lifecycle.restart_trial(session, exp, run)
             self._searchers.continued.add(exp.id)
 
+    def delete(self, exp_id: int, requester: User) -> None:
+        """Delete a terminal experiment with its checkpoints and rows (owner or admin)."""
+        from determined.master._core._experiment_deletion import delete_experiment
+
+        delete_experiment(self._transactions.db, exp_id, requester)
+
     def kill_trial(self, trial_id: int) -> None:
         """Kill one trial."""
         with self._transactions.txn() as session:

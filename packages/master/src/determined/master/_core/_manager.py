@@ -8,10 +8,14 @@
     AllocationEvents    the resource manager's events, handled on one dispatcher thread
     Experiments         experiment and trial operations of the REST API
     SearcherOperations  the searcher-operations protocol of running trials
+    TrialRecords        status, metadata, logs and alerts running trials record
+    Accounts            users, passwords and login sessions
+    Checkpoints         checkpoint reports and the files left of them after deletes
+    ModelRegistry       models and their versions
     MetricsWriter       group commit of metric reports (validations go to ``Experiments``)
 
 Each service gets only the services it uses; the REST routes use ``experiments``,
-``searcher_operations``, ``allocations`` and ``metrics_writer``.
+``searcher_operations``, ``trial_records``, ``accounts``, ``allocations`` and ``metrics_writer``.
 """
 
 from __future__ import annotations
@@ -20,16 +24,20 @@ import pathlib
 import threading
 from typing import Any
 
+from determined.master._core._accounts import Accounts
 from determined.master._core._allocations import Allocations
+from determined.master._core._checkpoints import Checkpoints
 from determined.master._core._events import AllocationEvents
 from determined.master._core._experiments import Experiments
 from determined.master._core._lifecycle import Lifecycle
 from determined.master._core._metrics_writer import MetricsWriter
+from determined.master._core._model_registry import ModelRegistry
 from determined.master._core._recovery import recover
 from determined.master._core._searcher_ops import SearcherOperations
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
+from determined.master._core._trial_records import TrialRecords
 from determined.master.db import Database
 
 
@@ -62,6 +70,10 @@ class Manager:
         self.searcher_operations = SearcherOperations(
             self.transactions, self.lifecycle, self.searcher_states, self.allocations
         )
+        self.trial_records = TrialRecords(db)
+        self.accounts = Accounts(db)
+        self.checkpoints = Checkpoints(db)
+        self.model_registry = ModelRegistry(db)
         self._metrics_writer: MetricsWriter | None = None
         self._metrics_writer_lock = threading.Lock()
 

@@ -24,6 +24,7 @@ from determined.master.db._models import (
 from determined.master.db._queries import (
     checkpoint_validation_metrics,
     latest_completed_checkpoint,
+    registered_versions,
     validation_at_step,
 )
 
@@ -46,6 +47,7 @@ __all__ = [
     "UserSession",
     "checkpoint_validation_metrics",
     "latest_completed_checkpoint",
+    "registered_versions",
     "utcnow",
     "validation_at_step",
 ]

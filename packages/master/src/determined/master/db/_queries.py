@@ -5,12 +5,13 @@ One definition each, so the answer cannot differ between the REST API, the UI an
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from determined.master.db._models import Checkpoint, Metric
+from determined.master.db._models import Checkpoint, Metric, Model, ModelVersion
 
 
 def validation_at_step(
@@ -47,3 +48,21 @@ def latest_completed_checkpoint(session: Session, trial_id: int) -> Checkpoint |
         .order_by(Checkpoint.report_time.desc(), Checkpoint.id.desc())
         .limit(1)
     )
+
+
+def registered_versions(session: Session, uuids: Iterable[str]) -> dict[str, list[str]]:
+    """Which of ``uuids`` are registered as model versions: uuid -> ["'model' version N", ...].
+    Such checkpoints outlive every delete and GC policy."""
+    wanted = list(dict.fromkeys(uuids))
+    if not wanted:
+        return {}
+    rows = session.execute(
+        select(ModelVersion.checkpoint_uuid, Model.name, ModelVersion.version)
+        .join(Model, Model.id == ModelVersion.model_id)
+        .where(ModelVersion.checkpoint_uuid.in_(wanted))
+        .order_by(Model.name, ModelVersion.version)
+    ).all()
+    out: dict[str, list[str]] = {}
+    for uuid, name, version in rows:
+        out.setdefault(uuid, []).append(f"{name!r} version {version}")
+    return out
