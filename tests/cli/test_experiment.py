@@ -213,9 +213,9 @@ def test_context_limit_names_biggest_files_and_honours_detignore(
     context_dir: pathlib.Path,
     monkeypatch: Any,
 ) -> None:
-    from determined.cli import _experiment
+    from determined.client import _context_dir
 
-    monkeypatch.setattr(_experiment, "MAX_CONTEXT_SIZE", 8 * 1024)
+    monkeypatch.setattr(_context_dir, "MAX_CONTEXT_SIZE", 8 * 1024)
     (context_dir / "data.bin").write_bytes(b"x" * 20_000)
     code, out, err = det.run("e", "create", str(write_config()), str(context_dir))
     assert code == 1 and "Created" not in out

@@ -63,7 +63,7 @@ def preview_search(args: argparse.Namespace) -> None:
     config = parse_config(read_config_text(args.config_file), args.config_file)
     if "searcher" not in config:
         raise CliError("Missing 'searcher' config section in experiment config.")
-    answer = _session.post(args, "/api/v1/preview-hp-search", {"config": config})
+    answer = _session.api(args).experiments.preview_hp_search(config)
     print(_render_search_summary(answer))
 
 

@@ -13,7 +13,7 @@ from determined.cli._download import MODES, download_checkpoint
 
 def get_checkpoint(args: argparse.Namespace, uuid: str) -> dict[str, Any]:
     """The master's record of checkpoint ``uuid``."""
-    return dict(_session.get(args, f"/api/v1/checkpoints/{uuid}").get("checkpoint") or {})
+    return dict(_session.api(args).checkpoints.get(uuid).get("checkpoint") or {})
 
 
 def render_checkpoint(checkpoint: dict[str, Any], path: str | None = None) -> None:
@@ -59,7 +59,7 @@ def delete(args: argparse.Namespace) -> None:
         "Deleting checkpoints will result in deletion of all data associated\n"
         "with each checkpoint in the checkpoint storage. Do you still want to proceed?"
     ):
-        _session.delete(args, "/api/v1/checkpoints", {"checkpointUuids": uuids})
+        _session.api(args).checkpoints.delete(uuids)
         print(f"Deletion of checkpoints {','.join(uuids)} is in progress")
     else:
         print("Stopping deletion of checkpoints.")
@@ -75,9 +75,7 @@ def remove_files(args: argparse.Namespace) -> None:
             "in checkpoint storage. Do you still want to proceed?"
         )
     ):
-        _session.post(
-            args, "/api/v1/checkpoints/rm", {"checkpointUuids": uuids, "checkpointGlobs": args.glob}
-        )
+        _session.api(args).checkpoints.remove_files(uuids, args.glob)
         if args.glob:
             print(f"Removal of files from checkpoints {','.join(uuids)} is in progress.")
         else:

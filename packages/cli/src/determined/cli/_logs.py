@@ -76,8 +76,7 @@ def trial_logs(session: client.Session, trial_id: int, args: argparse.Namespace)
     }
     if (head is not None or tail is not None) and not (head or tail):
         return iter(())  # --head 0 / --tail 0: nothing (a limit of 0 means "all" on the wire)
-    query = {k: v for k, v in params.items() if v is not None}
-    entries = session.stream(f"/api/v1/trials/{trial_id}/logs", params=query)
+    entries = client.TrialsClient(session).logs(trial_id, params)
     if tail is not None:
         return iter(list(entries)[::-1])
     return iter(entries)

@@ -10,7 +10,7 @@ from determined.cli._declarative import Arg, Cmd, Group
 
 
 def info(args: argparse.Namespace) -> None:
-    answer = _session.unauth_session(args).request("GET", "/api/v1/master") or {}
+    answer = _session.unauth_api(args).master.info()
     if args.json:
         _render.print_json(answer)
     else:
@@ -18,7 +18,7 @@ def info(args: argparse.Namespace) -> None:
 
 
 def show_config(args: argparse.Namespace) -> None:
-    config = _session.get(args, "/api/v1/master/config").get("config") or {}
+    config = _session.api(args).master.config().get("config") or {}
     if args.json:
         _render.print_json(config)
     else:
@@ -33,9 +33,7 @@ def logs(args: argparse.Namespace) -> None:
     params = {"follow": "true" if args.follow else None}
     if args.tail:
         params["offset"] = str(-args.tail)
-    session = _session.setup_session(args)
-    query = {k: v for k, v in params.items() if v is not None}
-    for item in session.stream("/api/v1/master/logs", params=query):
+    for item in _session.api(args).master.logs(params):
         entry = item.get("logEntry") or {}
         print(f"{entry.get('timestamp')} [{entry.get('level') or ''}]: {entry.get('message')}")
         sys.stdout.flush()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import urllib.parse
 from typing import Any
 
 from determined.cli import _render, _session
@@ -17,10 +16,6 @@ SORT_BY = {
     "creation_time": "SORT_BY_CREATION_TIME",
     "last_updated_time": "SORT_BY_LAST_UPDATED_TIME",
 }
-
-
-def _path(name: str) -> str:
-    return "/api/v1/models/" + urllib.parse.quote(name, safe="")
 
 
 def model_to_json(model: dict[str, Any]) -> dict[str, Any]:
@@ -79,11 +74,11 @@ def render_versions(versions: list[dict[str, Any]]) -> None:
 
 
 def get_model(args: argparse.Namespace, name: str) -> dict[str, Any]:
-    return dict(_session.get(args, _path(name)).get("model") or {})
+    return dict(_session.api(args).models.get(name).get("model") or {})
 
 
 def _versions(args: argparse.Namespace, name: str) -> dict[str, Any]:
-    return dict(_session.get(args, _path(name) + "/versions"))
+    return _session.api(args).models.versions(name)
 
 
 def list_models(args: argparse.Namespace) -> None:
@@ -93,7 +88,7 @@ def list_models(args: argparse.Namespace) -> None:
     }
     if args.workspace_names:
         params["workspaceNames"] = [w for w in args.workspace_names.split(",") if w]
-    models = _session.get(args, "/api/v1/models", **params).get("models") or []
+    models = _session.api(args).models.list(params).get("models") or []
     if args.json:
         _render.print_json([model_to_json(m) for m in models])
         return
@@ -119,7 +114,7 @@ def create(args: argparse.Namespace) -> None:
         body["description"] = args.description
     if args.workspace_name:
         body["workspaceName"] = args.workspace_name
-    model = dict(_session.post(args, "/api/v1/models", body).get("model") or {})
+    model = dict(_session.api(args).models.create(body).get("model") or {})
     if args.json:
         _render.print_json(model_to_json(model))
     else:
@@ -159,11 +154,8 @@ def list_versions(args: argparse.Namespace) -> None:
 
 
 def register_version(args: argparse.Namespace) -> None:
-    answer = _session.post(
-        args,
-        _path(args.name) + "/versions",
-        {"modelName": args.name, "checkpointUuid": args.uuid},
-    )
+    body = {"modelName": args.name, "checkpointUuid": args.uuid}
+    answer = _session.api(args).models.create_version(args.name, body)
     if args.json:
         _render.print_json(answer)
         return
@@ -174,7 +166,7 @@ def register_version(args: argparse.Namespace) -> None:
 
 
 def delete(args: argparse.Namespace) -> None:
-    _session.delete(args, _path(args.name))
+    _session.api(args).models.delete(args.name)
     print(f"Deleted model '{args.name}'")
 
 

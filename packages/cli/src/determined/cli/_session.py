@@ -12,7 +12,6 @@ import argparse
 import getpass
 import os
 import sys
-from typing import Any
 
 from determined import client
 from determined.cli._errors import CliError
@@ -74,38 +73,18 @@ def current_username(args: argparse.Namespace) -> str:
     cached = getattr(args, "_username", None)
     if cached is not None:
         return str(cached)
-    me = setup_session(args).request("GET", "/api/v1/me") or {}
+    me = api(args).users.me()
     name = str((me.get("user") or {}).get("username") or "")
     args._username = name
     return name
 
 
-def unauth_session(args: argparse.Namespace) -> client.Session:
-    """A session without a token, for the routes that need none (``GET /api/v1/master``)."""
-    return _tune(client.Session(master_url(args)))
+def api(args: argparse.Namespace) -> client.Client:
+    """The typed REST client over this invocation's logged-in session: every command calls the
+    master through it."""
+    return client.Client(setup_session(args))
 
 
-def get(args: argparse.Namespace, path: str, **params: Any) -> Any:
-    """``GET path`` with the invocation's session; ``None`` params are left out."""
-    query = {k: v for k, v in params.items() if v is not None}
-    return setup_session(args).request("GET", path, params=query or None) or {}
-
-
-def post(args: argparse.Namespace, path: str, body: Any = None) -> Any:
-    """``POST path`` (not retried: the master may have acted on a lost answer)."""
-    return (
-        setup_session(args).request(
-            "POST", path, body=body if body is not None else {}, idempotent=False
-        )
-        or {}
-    )
-
-
-def patch(args: argparse.Namespace, path: str, body: Any) -> Any:
-    """``PATCH path``."""
-    return setup_session(args).request("PATCH", path, body=body, idempotent=False) or {}
-
-
-def delete(args: argparse.Namespace, path: str, body: Any = None) -> Any:
-    """``DELETE path``."""
-    return setup_session(args).request("DELETE", path, body=body) or {}
+def unauth_api(args: argparse.Namespace) -> client.Client:
+    """A client without a token, for the routes that need none (the master's info)."""
+    return client.Client(_tune(client.Session(master_url(args))))

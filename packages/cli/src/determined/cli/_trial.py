@@ -25,7 +25,7 @@ def _bool(text: str) -> bool:
 
 
 def describe(args: argparse.Namespace) -> None:
-    answer = _session.get(args, f"/api/v1/trials/{args.trial_id}")
+    answer = _session.api(args).trials.get(args.trial_id)
     workloads = trial_workloads(_session.setup_session(args), args.trial_id, args.metrics)
     if args.json:
         data = dict(answer)
@@ -60,12 +60,12 @@ def logs(args: argparse.Namespace) -> None:
 
 
 def kill(args: argparse.Namespace) -> None:
-    _session.post(args, f"/api/v1/trials/{args.trial_id}/kill")
+    _session.api(args).trials.kill(args.trial_id, retry=False)
     print("Killed trial", args.trial_id)
 
 
 def _trial_checkpoints(args: argparse.Namespace, **params: Any) -> list[dict[str, Any]]:
-    answer = _session.get(args, f"/api/v1/trials/{args.trial_id}/checkpoints", **params)
+    answer = _session.api(args).trials.checkpoints(args.trial_id, params)
     return [c for c in answer.get("checkpoints") or [] if c.get("state") in DOWNLOADABLE]
 
 
@@ -77,15 +77,15 @@ def download(args: argparse.Namespace) -> None:
     if (args.sort_by is None) != (args.smaller_is_better is None):
         raise CliError("--sort-by and --smaller-is-better must be set together")
     if args.uuid is not None:
-        checkpoint = dict(_session.get(args, f"/api/v1/checkpoints/{args.uuid}")["checkpoint"])
+        checkpoint = dict(_session.api(args).checkpoints.get(args.uuid)["checkpoint"])
     else:
         if args.latest:
             candidates = _trial_checkpoints(
                 args, sortByAttr="SORT_BY_BATCH_NUMBER", orderBy="ORDER_BY_DESC"
             )
         else:
-            trial = _session.get(args, f"/api/v1/trials/{args.trial_id}")["trial"]
-            exp = _session.get(args, f"/api/v1/experiments/{trial['experimentId']}")
+            trial = _session.api(args).trials.get(args.trial_id)["trial"]
+            exp = _session.api(args).experiments.get(trial["experimentId"])
             searcher = (exp.get("config") or {}).get("searcher") or {}
             metric = args.sort_by or searcher.get("metric")
             smaller = (

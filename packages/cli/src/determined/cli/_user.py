@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import urllib.parse
 from typing import Any
 
 from determined import client
@@ -18,8 +17,7 @@ def _store() -> client.TokenStore:
 
 
 def _by_name(args: argparse.Namespace, username: str) -> dict[str, Any]:
-    path = f"/api/v1/users/{urllib.parse.quote(username, safe='')}/by-username"
-    return dict(_session.get(args, path)["user"])
+    return dict(_session.api(args).users.get_by_name(username)["user"])
 
 
 def login(args: argparse.Namespace) -> None:
@@ -62,7 +60,7 @@ def whoami(args: argparse.Namespace) -> None:
 
 
 def list_users(args: argparse.Namespace) -> None:
-    users = _session.get(args, "/api/v1/users").get("users") or []
+    users = _session.api(args).users.list().get("users") or []
     if not args.all:
         users = [u for u in users if u.get("active", True)]
     if args.json:
@@ -102,17 +100,13 @@ def create(args: argparse.Namespace) -> None:
     password = args.password
     if not args.remote and password is None:
         password = _new_password(args.username)
-    body = {
-        "user": {
-            "username": args.username,
-            "admin": bool(args.admin),
-            "active": True,
-            "remote": bool(args.remote),
-        },
-        "password": client.hash_password(password or ""),
-        "isHashed": True,
+    user = {
+        "username": args.username,
+        "admin": bool(args.admin),
+        "active": True,
+        "remote": bool(args.remote),
     }
-    _session.post(args, "/api/v1/users", body)
+    _session.api(args).users.create(user, client.hash_password(password or ""))
     print(f"Created user '{args.username}'")
 
 
@@ -120,11 +114,7 @@ def change_password(args: argparse.Namespace) -> None:
     username = args.target_user or args.user or _session.current_username(args)
     password = _new_password(username)
     user = _by_name(args, username)
-    _session.post(
-        args,
-        f"/api/v1/users/{user['id']}/password",
-        {"password": client.hash_password(password), "isHashed": True},
-    )
+    _session.api(args).users.set_password(user["id"], client.hash_password(password))
     print(f"Changed the password of user '{username}'")
     if args.target_user is None:
         # Sign in again with the new password so the cached token stays usable.
@@ -134,7 +124,7 @@ def change_password(args: argparse.Namespace) -> None:
 def _set_active(active: bool) -> Any:
     def run(args: argparse.Namespace) -> None:
         user = _by_name(args, args.username)
-        _session.patch(args, f"/api/v1/users/{user['id']}", {"active": active})
+        _session.api(args).users.patch(user["id"], {"active": active})
         print(f"{'Activated' if active else 'Deactivated'} user '{args.username}'")
 
     return run

@@ -12,14 +12,15 @@ from determined.cli import _render
 def trial_workloads(
     session: client.Session, trial_id: int, include_batch_metrics: bool = False
 ) -> list[dict[str, Any]]:
-    """Every workload of a trial (``GET /api/v1/trials/{id}/workloads``), in step order."""
+    """Every workload of a trial, in step order."""
+    trials = client.TrialsClient(session)
     out: list[dict[str, Any]] = []
     offset = 0
     while True:
         params: dict[str, Any] = {"offset": offset, "limit": 500}
         if include_batch_metrics:
             params["includeBatchMetrics"] = "true"
-        answer = session.request("GET", f"/api/v1/trials/{trial_id}/workloads", params=params) or {}
+        answer = trials.workloads(trial_id, params)
         page = answer.get("workloads") or []
         out.extend(page)
         pagination = answer.get("pagination") or {}

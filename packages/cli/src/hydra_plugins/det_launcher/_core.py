@@ -330,9 +330,12 @@ def submit(
 
 def wait_for_experiment(session: Any, experiment_id: int) -> str:
     """Poll until the experiment is in a terminal state; return that state."""
+    from determined import client
+
+    experiments = client.ExperimentsClient(session)
     delay = 0.1
     while True:
-        answer = session.request("GET", f"/api/v1/experiments/{experiment_id}") or {}
+        answer = experiments.get(experiment_id)
         state = str((answer.get("experiment") or {}).get("state") or "")
         if state in TERMINAL_STATES:
             return state
@@ -348,7 +351,10 @@ def collect_results(
     returns: list[JobReturn],
 ) -> None:
     """Fill in each JobReturn from its trial's run metadata; write the trial's logs locally."""
-    answer = session.request("GET", f"/api/v1/experiments/{experiment_id}/trials") or {}
+    from determined import client
+
+    api = client.Client(session)
+    answer = api.experiments.trials(experiment_id)
     trials: dict[int, dict[str, Any]] = {}
     for trial in sorted(answer.get("trials") or [], key=lambda t: int(t["id"])):
         num = (trial.get("hparams") or {}).get(_protocol.JOB_HPARAM)
@@ -366,7 +372,7 @@ def collect_results(
         output_dir = str(job_return.hydra_cfg.hydra.runtime.output_dir)  # type: ignore[union-attr]
         log_file = pathlib.Path(output_dir) / f"{job_return.task_name}.log"
         write_logs(session, trial_id, log_file)
-        metadata = session.request("GET", f"/api/v1/runs/{trial_id}/metadata") or {}
+        metadata = api.trials.get_run_metadata(trial_id)
         result = (metadata.get("metadata") or {}).get(_protocol.METADATA_KEY)
         where = f"trial {trial_id} of experiment {experiment_id}; its log: {log_file}"
         if isinstance(result, dict) and result.get("status") == "COMPLETED":
@@ -387,8 +393,10 @@ def collect_results(
 
 def write_logs(session: Any, trial_id: int, path: pathlib.Path) -> None:
     """The trial's logs, as the master recorded them, into the job's local log file."""
+    from determined import client
+
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8") as f:
-        for entry in session.stream(f"/api/v1/trials/{trial_id}/logs"):
+        for entry in client.TrialsClient(session).logs(trial_id):
             line = str(entry.get("log") or entry.get("message") or "")
             f.write(line if line.endswith("\n") else line + "\n")

@@ -101,7 +101,8 @@ class SigtermSource(PreemptionSource):
 
 
 class MasterPreemptionSource(PreemptionSource):
-    """Long-polls ``/api/v1/allocations/{id}/signals/preemption`` from a daemon thread."""
+    """Long-polls the master's preemption signal (``MasterClient.get_preemption_signal``) from a
+    daemon thread."""
 
     def __init__(self, client: MasterClient, allocation_id: str, poll_seconds: int = 60) -> None:
         self._client = client

@@ -13,7 +13,7 @@ import tarfile
 import tempfile
 from typing import Any
 
-from determined.client import Session
+from determined.client import Client, Session
 from determined.experimental._util import member
 
 logger = logging.getLogger("determined.client")
@@ -110,6 +110,7 @@ class Checkpoint:
 
     def __init__(self, session: Session, uuid: str) -> None:
         self._session = session
+        self._api = Client(session)
         self.uuid = uuid
         self.task_id: str | None = None
         self.allocation_id: str | None = None
@@ -140,9 +141,7 @@ class Checkpoint:
 
     def reload(self) -> None:
         """Refresh the cached attributes from the master."""
-        self._hydrate(
-            self._session.request("GET", f"/api/v1/checkpoints/{self.uuid}")["checkpoint"]
-        )
+        self._hydrate(self._api.checkpoints.get(self.uuid)["checkpoint"])
 
     # ------------------------------------------------------------------------------- download
 
@@ -258,18 +257,7 @@ class Checkpoint:
             json.dump(self.metadata or {}, f, indent=2)
 
     def _push_metadata(self, metadata: dict[str, Any]) -> None:
-        body = {
-            "checkpoint": {
-                "uuid": self.uuid,
-                "metadata": metadata,
-                "resources": {},
-                "training": {},
-                "state": "STATE_UNSPECIFIED",
-            }
-        }
-        self._session.request(
-            "POST", f"/api/v1/checkpoints/{self.uuid}/metadata", body=body, idempotent=True
-        )
+        self._api.checkpoints.set_metadata(self.uuid, metadata)
         self.metadata = metadata
 
     def add_metadata(self, metadata: dict[str, Any]) -> None:
@@ -293,21 +281,14 @@ class Checkpoint:
         Raises:
             APIError: e.g. when the checkpoint is registered as a model version.
         """
-        self._session.request(
-            "DELETE", "/api/v1/checkpoints", body={"checkpointUuids": [self.uuid]}
-        )
+        self._api.checkpoints.delete([self.uuid])
 
     def remove_files(self, globs: list[str]) -> None:
         """Delete the files matching ``globs`` from the storage (``[]`` only refreshes the list
         of files the master keeps)."""
         if isinstance(globs, str) or not all(isinstance(g, str) for g in globs):
             raise ValueError(f"globs: must be a list of strings, got {globs!r}")
-        self._session.request(
-            "POST",
-            "/api/v1/checkpoints/rm",
-            body={"checkpointUuids": [self.uuid], "checkpointGlobs": list(globs)},
-            idempotent=True,
-        )
+        self._api.checkpoints.remove_files([self.uuid], globs)
 
     # ------------------------------------------------------------------------------- reading
 

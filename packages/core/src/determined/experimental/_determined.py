@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import yaml
@@ -13,9 +13,9 @@ from determined import client as _client
 from determined.experimental import _metrics
 from determined.experimental._checkpoint import Checkpoint
 from determined.experimental._experiment import Experiment, ExperimentSortBy, ExperimentState
-from determined.experimental._model import Model, ModelSortBy, _model_path
+from determined.experimental._model import Model, ModelSortBy
 from determined.experimental._trial import Trial
-from determined.experimental._user import User, check_password_complexity
+from determined.experimental._user import User, new_user_fields
 from determined.experimental._util import OrderBy, deprecated, enum_value, read_paginated
 
 
@@ -54,6 +54,7 @@ class Determined:
             self._session.cert = False
         elif cert_path is not None:
             self._session.cert = cert_path
+        self._api = _client.Client(self._session)
         self._username: str | None = None
 
     @classmethod
@@ -62,6 +63,7 @@ class Determined:
         det = cls.__new__(cls)
         det._master = session.master_url
         det._session = session
+        det._api = _client.Client(session)
         det._username = None
         return det
 
@@ -72,7 +74,7 @@ class Determined:
 
     def whoami(self) -> User:
         """The user this session is logged in as."""
-        user = User._from_json(self._session.request("GET", "/api/v1/me")["user"], self._session)
+        user = User._from_json(self._api.users.me()["user"], self._session)
         self._username = user.username
         return user
 
@@ -87,7 +89,7 @@ class Determined:
         username = self.get_session_username()
         token = self._session.token
         try:
-            self._session.request("POST", "/api/v1/auth/logout", idempotent=False)
+            self._api.users.logout()
         except _client.UnauthenticatedError:
             pass  # already logged out on the master
         store = _client.TokenStore()
@@ -99,41 +101,24 @@ class Determined:
     ) -> User:
         """Create a user (admins only); non-remote users need a password that passes upstream's
         complexity rules (see :func:`check_password_complexity`)."""
-        if not isinstance(username, str) or not username.strip():
-            raise ValueError(f"username: must be a non-empty string, got {username!r}")
-        hashed = None
-        if not remote:
-            check_password_complexity(password)
-            hashed = _client.hash_password(password or "")
-        body = {
-            "user": {"username": username, "admin": bool(admin), "active": True, "remote": remote},
-            "password": hashed,
-            "isHashed": True,
-        }
-        answer = self._session.request("POST", "/api/v1/users", body=body, idempotent=False)
+        answer = self._api.users.create(*new_user_fields(username, admin, password, remote))
         return User._from_json(answer["user"], self._session)
 
     def get_user_by_id(self, user_id: int) -> User:
         """The user with id ``user_id``."""
-        answer = self._session.request("GET", f"/api/v1/users/{int(user_id)}")
+        answer = self._api.users.get(int(user_id))
         return User._from_json(answer["user"], self._session)
 
     def get_user_by_name(self, user_name: str) -> User:
         """The user named ``user_name``."""
-        answer = self._session.request("GET", f"/api/v1/users/{user_name}/by-username")
+        answer = self._api.users.get_by_name(user_name)
         return User._from_json(answer["user"], self._session)
 
     def list_users(self, active: bool | None = None) -> list[User]:
         """Every user (only active or only inactive ones with ``active``)."""
         params = {"active": None if active is None else str(bool(active)).lower()}
-
-        def fetch(offset: int) -> dict[str, Any]:
-            answer: dict[str, Any] = self._session.request(
-                "GET", "/api/v1/users", params={**params, "offset": offset}
-            )
-            return answer
-
-        return [User._from_json(u, self._session) for u in read_paginated(fetch, "users")]
+        pages = _all_pages(self._api.users.list, params, "users")
+        return [User._from_json(u, self._session) for u in pages]
 
     # --------------------------------------------------------------------------- experiments
 
@@ -166,19 +151,7 @@ class Determined:
         """
         if template is not None:
             raise ValueError(f"template: config templates are not supported here ({template!r})")
-        if isinstance(config, dict):
-            text = yaml.safe_dump(config, sort_keys=False)
-        elif isinstance(config, (str, pathlib.Path)):
-            try:
-                text = pathlib.Path(config).read_text()
-            except OSError as e:
-                raise ValueError(f"config: cannot read {os.fspath(config)!r}: {e}") from None
-            try:
-                yaml.safe_load(text)
-            except yaml.YAMLError as e:
-                raise ValueError(f"config: {os.fspath(config)!r} is not valid YAML: {e}") from None
-        else:
-            raise ValueError("config: must be a dict or the path of a YAML file")
+        text = _config_text(config)
         if model_dir is None and includes:
             raise ValueError("includes: needs a model_dir")
         created = _client.create_experiment(
@@ -195,7 +168,7 @@ class Determined:
 
     def get_experiment(self, experiment_id: int) -> Experiment:
         """The experiment with id ``experiment_id``."""
-        answer = self._session.request("GET", f"/api/v1/experiments/{int(experiment_id)}")
+        answer = self._api.experiments.get(int(experiment_id))
         return Experiment._from_json(answer["experiment"], self._session)
 
     def list_experiments(
@@ -220,25 +193,17 @@ class Determined:
             "name": name,
             "projectId": project_id,
         }
-
-        def fetch(offset: int) -> dict[str, Any]:
-            answer: dict[str, Any] = self._session.request(
-                "GET", "/api/v1/experiments", params={**base, "offset": offset}
-            )
-            return answer
-
-        return [
-            Experiment._from_json(e, self._session) for e in read_paginated(fetch, "experiments")
-        ]
+        pages = _all_pages(self._api.experiments.list, base, "experiments")
+        return [Experiment._from_json(e, self._session) for e in pages]
 
     def get_trial(self, trial_id: int) -> Trial:
         """The trial with id ``trial_id``."""
-        answer = self._session.request("GET", f"/api/v1/trials/{int(trial_id)}")
+        answer = self._api.trials.get(int(trial_id))
         return Trial._from_json(answer["trial"], self._session)
 
     def get_checkpoint(self, uuid: str) -> Checkpoint:
         """The checkpoint with this uuid."""
-        answer = self._session.request("GET", f"/api/v1/checkpoints/{uuid}")
+        answer = self._api.checkpoints.get(uuid)
         return Checkpoint._from_json(answer["checkpoint"], self._session)
 
     # ------------------------------------------------------------------------------- metrics
@@ -293,12 +258,12 @@ class Determined:
             "workspaceName": workspace_name,
         }
         body = {k: v for k, v in body.items() if v is not None}
-        answer = self._session.request("POST", "/api/v1/models", body=body, idempotent=False)
+        answer = self._api.models.create(body)
         return Model._from_json(answer["model"], self._session)
 
     def get_model(self, identifier: str | int) -> Model:
         """The model with this name (or numeric id)."""
-        answer = self._session.request("GET", _model_path(identifier))
+        answer = self._api.models.get(identifier)
         return Model._from_json(answer["model"], self._session)
 
     def get_model_by_id(self, model_id: int) -> Model:
@@ -326,14 +291,8 @@ class Determined:
             "workspaceNames": workspace_names,
             "workspaceIds": workspace_ids,
         }
-
-        def fetch(offset: int) -> dict[str, Any]:
-            answer: dict[str, Any] = self._session.request(
-                "GET", "/api/v1/models", params={**base, "offset": offset}
-            )
-            return answer
-
-        return [Model._from_json(m, self._session) for m in read_paginated(fetch, "models")]
+        pages = _all_pages(self._api.models.list, base, "models")
+        return [Model._from_json(m, self._session) for m in pages]
 
     def get_models(
         self,
@@ -353,4 +312,28 @@ class Determined:
 
     def get_model_labels(self) -> list[str]:
         """Every label used on a model, most used first."""
-        return list(self._session.request("GET", "/api/v1/model/labels").get("labels") or [])
+        return list(self._api.models.labels().get("labels") or [])
+
+
+def _config_text(config: str | pathlib.Path | dict[str, Any]) -> str:
+    """The YAML text of an experiment config given as a dict or as the path of a YAML file."""
+    if isinstance(config, dict):
+        return str(yaml.safe_dump(config, sort_keys=False))
+    if not isinstance(config, (str, pathlib.Path)):
+        raise ValueError("config: must be a dict or the path of a YAML file")
+    try:
+        text = pathlib.Path(config).read_text()
+    except OSError as e:
+        raise ValueError(f"config: cannot read {os.fspath(config)!r}: {e}") from None
+    try:
+        yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ValueError(f"config: {os.fspath(config)!r} is not valid YAML: {e}") from None
+    return text
+
+
+def _all_pages(
+    list_page: Callable[[dict[str, Any]], dict[str, Any]], params: dict[str, Any], key: str
+) -> Iterator[Any]:
+    """The ``key`` items of every page ``list_page(params + offset)`` returns."""
+    return read_paginated(lambda offset: list_page({**params, "offset": offset}), key)

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from determined.client import Session
+from determined.client import Client, Session
 from determined.experimental._checkpoint import Checkpoint, CheckpointSortBy
 from determined.experimental._trial import (
     Trial,
@@ -84,6 +84,7 @@ class Experiment:
     def __init__(self, experiment_id: int, session: Session) -> None:
         self._id = experiment_id
         self._session = session
+        self._api = Client(session)
         self.config: dict[str, Any] | None = None
         self.state: ExperimentState | None = None
         self.labels: set[str] | None = None
@@ -120,18 +121,15 @@ class Experiment:
         exp._hydrate(data)
         return exp
 
-    def _path(self, suffix: str = "") -> str:
-        return f"/api/v1/experiments/{self._id}{suffix}"
-
     def reload(self) -> None:
         """Refresh the cached attributes from the master."""
-        self._hydrate(self._session.request("GET", self._path())["experiment"])
+        self._hydrate(self._api.experiments.get(self._id)["experiment"])
 
     # ---------------------------------------------------------------------------- attributes
 
     def _patch(self, **fields: Any) -> dict[str, Any]:
         body = {"id": self._id, **fields}
-        answer = self._session.request("PATCH", self._path(), body=body)
+        answer = self._api.experiments.patch(self._id, body)
         experiment: dict[str, Any] = answer["experiment"]
         return experiment
 
@@ -167,7 +165,7 @@ class Experiment:
     # ----------------------------------------------------------------------------- lifecycle
 
     def _action(self, action: str) -> None:
-        self._session.request("POST", self._path(f"/{action}"), idempotent=True)
+        self._api.experiments.act(self._id, action)
 
     def activate(self) -> None:
         """Activate a paused experiment (its trials resume from their latest checkpoints)."""
@@ -201,7 +199,7 @@ class Experiment:
         Raises:
             APIError: the experiment is not terminal, or its checkpoints are model versions.
         """
-        self._session.request("DELETE", self._path())
+        self._api.experiments.delete(self._id)
 
     def wait(
         self, interval: float = 5.0, *, timeout: float | None = None, progress: bool = False
@@ -240,7 +238,7 @@ class Experiment:
     def download_code(self, output_dir: str | None = None) -> str:
         """Save the experiment's context directory as ``exp-<id>_model_def.tar.gz`` in
         ``output_dir`` (default: the working directory); return the file's path."""
-        answer = self._session.request("GET", self._path("/model_def"))
+        answer = self._api.experiments.model_def(self._id)
         directory = pathlib.Path(output_dir).expanduser() if output_dir else pathlib.Path()
         directory.mkdir(parents=True, exist_ok=True)
         target = directory / f"exp-{self._id}_model_def.tar.gz"
@@ -277,9 +275,7 @@ class Experiment:
                 "sortBy": sort_by.value,
                 "orderBy": order_by.value,
             }
-            return self._session.request(  # type: ignore[no-any-return]
-                "GET", self._path("/trials"), params=params
-            )
+            return self._api.experiments.trials(self._id, params)
 
         # the master sorts before it pages
         for raw in read_paginated(fetch, "trials"):
@@ -333,7 +329,11 @@ class Experiment:
             max_results: at most this many.
         """
         return list_checkpoints(
-            self._session, self._path("/checkpoints"), sort_by, order_by, max_results
+            self._session,
+            lambda params: self._api.experiments.checkpoints(self._id, params),
+            sort_by,
+            order_by,
+            max_results,
         )
 
     def top_checkpoint(

@@ -7,7 +7,7 @@ import datetime
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from determined.client import Session
+from determined.client import Client, Session
 from determined.experimental._util import parse_time
 
 TRAINING = "training"
@@ -80,7 +80,6 @@ def iter_trials_metrics(
         raise ValueError("trial_ids: give at least one trial id")
     if not isinstance(group, str) or not group:
         raise ValueError(f"group: must be a metric group name, got {group!r}")
-    params = {"trialIds": ids, "group": group}
-    for chunk in session.stream("/api/v1/trials/metrics/trial_metrics", params=params):
+    for chunk in Client(session).trials.metrics(ids, group):
         for report in chunk.get("metrics") or []:
             yield cls._from_json(report, group)

@@ -6,9 +6,8 @@ import datetime
 import enum
 import json
 from typing import Any
-from urllib.parse import quote
 
-from determined.client import Session
+from determined.client import Client, Session
 from determined.experimental._checkpoint import Checkpoint
 from determined.experimental._util import OrderBy, deprecated, parse_time, read_paginated
 
@@ -28,10 +27,6 @@ ModelOrderBy = OrderBy
 """Deprecated name of :class:`OrderBy`."""
 
 
-def _model_path(name: str | int, suffix: str = "") -> str:
-    return f"/api/v1/models/{quote(str(name), safe='')}{suffix}"
-
-
 def _labels(labels: Any) -> list[str]:
     if isinstance(labels, str) or not all(isinstance(x, str) for x in labels):
         raise ValueError(f"labels: must be a list of strings, got {labels!r}")
@@ -48,6 +43,7 @@ class ModelVersion:
 
     def __init__(self, session: Session, model_version: int, model_name: str) -> None:
         self._session = session
+        self._api = Client(session)
         self.model_name = model_name
         self.model_version = model_version
         self.model_id: int | None = None
@@ -77,15 +73,13 @@ class ModelVersion:
         version._hydrate(data)
         return version
 
-    def _path(self) -> str:
-        return _model_path(self.model_name, f"/versions/{self.model_version}")
-
     def reload(self) -> None:
         """Refresh the cached attributes from the master."""
-        self._hydrate(self._session.request("GET", self._path())["modelVersion"])
+        answer = self._api.models.get_version(self.model_name, self.model_version)
+        self._hydrate(answer["modelVersion"])
 
     def _patch(self, **fields: Any) -> None:
-        answer = self._session.request("PATCH", self._path(), body=fields)
+        answer = self._api.models.patch_version(self.model_name, self.model_version, fields)
         self._hydrate(answer["modelVersion"])
 
     def set_name(self, name: str) -> None:
@@ -108,7 +102,7 @@ class ModelVersion:
 
     def delete(self) -> None:
         """Remove the version from the registry (the checkpoint stays)."""
-        self._session.request("DELETE", self._path())
+        self._api.models.delete_version(self.model_name, self.model_version)
 
 
 class Model:
@@ -121,6 +115,7 @@ class Model:
 
     def __init__(self, session: Session, name: str) -> None:
         self._session = session
+        self._api = Client(session)
         self.name = name
         self.model_id: int | None = None
         self.description: str | None = None
@@ -153,15 +148,17 @@ class Model:
         model._hydrate(data)
         return model
 
-    def _path(self, suffix: str = "") -> str:
-        return _model_path(self.model_id if self.model_id else self.name, suffix)
+    @property
+    def _key(self) -> str | int:
+        """How the master's routes name this model: its id once known, else its name."""
+        return self.model_id if self.model_id else self.name
 
     def reload(self) -> None:
         """Refresh the cached attributes from the master."""
-        self._hydrate(self._session.request("GET", self._path())["model"])
+        self._hydrate(self._api.models.get(self._key)["model"])
 
     def _patch(self, **fields: Any) -> None:
-        self._hydrate(self._session.request("PATCH", self._path(), body=fields)["model"])
+        self._hydrate(self._api.models.patch(self._key, fields)["model"])
 
     # ------------------------------------------------------------------------------ versions
 
@@ -175,7 +172,7 @@ class Model:
         if not isinstance(checkpoint_uuid, str) or not checkpoint_uuid:
             raise ValueError(f"checkpoint_uuid: must be a checkpoint uuid, got {checkpoint_uuid!r}")
         body = {"checkpointUuid": checkpoint_uuid, "modelName": self.name}
-        answer = self._session.request("POST", self._path("/versions"), body=body, idempotent=False)
+        answer = self._api.models.create_version(self._key, body)
         return ModelVersion._from_json(answer["modelVersion"], self._session)
 
     def get_version(self, version: int = -1) -> ModelVersion | None:
@@ -186,10 +183,10 @@ class Model:
         """
         if version == -1:
             params = {"limit": 1, "sortBy": "SORT_BY_VERSION", "orderBy": "ORDER_BY_DESC"}
-            answer = self._session.request("GET", self._path("/versions"), params=params)
+            answer = self._api.models.versions(self._key, params)
             versions = answer.get("modelVersions") or []
             return ModelVersion._from_json(versions[0], self._session) if versions else None
-        answer = self._session.request("GET", self._path(f"/versions/{int(version)}"))
+        answer = self._api.models.get_version(self._key, int(version))
         return ModelVersion._from_json(answer["modelVersion"], self._session)
 
     def list_versions(self, order_by: OrderBy = OrderBy.DESC) -> list[ModelVersion]:
@@ -199,9 +196,7 @@ class Model:
 
         def fetch(offset: int) -> dict[str, Any]:
             params = {"offset": offset, "orderBy": order_by.value, "sortBy": "SORT_BY_VERSION"}
-            return self._session.request(  # type: ignore[no-any-return]
-                "GET", self._path("/versions"), params=params
-            )
+            return self._api.models.versions(self._key, params)
 
         return [
             ModelVersion._from_json(v, self._session)
@@ -241,14 +236,14 @@ class Model:
 
     def archive(self) -> None:
         """Archive the model: no changes and no new versions until it is unarchived."""
-        self._session.request("POST", self._path("/archive"), idempotent=True)
+        self._api.models.archive(self._key)
         self.archived = True
 
     def unarchive(self) -> None:
         """Unarchive the model."""
-        self._session.request("POST", self._path("/unarchive"), idempotent=True)
+        self._api.models.unarchive(self._key)
         self.archived = False
 
     def delete(self) -> None:
         """Delete the model and its versions (the checkpoints stay)."""
-        self._session.request("DELETE", self._path())
+        self._api.models.delete(self._key)

@@ -8,7 +8,7 @@ import inspect
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from determined.client import Session
+from determined.client import Client, Session
 from determined.experimental import _metrics
 from determined.experimental._checkpoint import Checkpoint, CheckpointSortBy
 from determined.experimental._util import OrderBy, deprecated, member, read_paginated
@@ -82,6 +82,7 @@ class Trial:
     def __init__(self, trial_id: int, session: Session) -> None:
         self.id = trial_id
         self._session = session
+        self._api = Client(session)
         self.experiment_id: int | None = None
         self.hparams: dict[str, Any] | None = None
         self.summary_metrics: dict[str, Any] | None = None
@@ -106,7 +107,7 @@ class Trial:
 
     def reload(self) -> None:
         """Refresh the cached attributes from the master."""
-        self._hydrate(self._session.request("GET", f"/api/v1/trials/{self.id}")["trial"])
+        self._hydrate(self._api.trials.get(self.id)["trial"])
 
     def get_experiment(self) -> Experiment:
         """The experiment this trial belongs to."""
@@ -115,12 +116,12 @@ class Trial:
         if not self.experiment_id:
             self.reload()
         assert self.experiment_id is not None
-        data = self._session.request("GET", f"/api/v1/experiments/{self.experiment_id}")
+        data = self._api.experiments.get(self.experiment_id)
         return Experiment._from_json(data["experiment"], self._session)
 
     def kill(self) -> None:
         """Kill the trial."""
-        self._session.request("POST", f"/api/v1/trials/{self.id}/kill", idempotent=True)
+        self._api.trials.kill(self.id)
 
     # ---------------------------------------------------------------------------------- logs
 
@@ -175,9 +176,7 @@ class Trial:
         return self._log_lines(params, reverse=tail is not None)
 
     def _log_lines(self, params: dict[str, Any], reverse: bool) -> Iterator[str]:
-        entries: Iterable[dict[str, Any]] = self._session.stream(
-            f"/api/v1/trials/{self.id}/logs", params=params
-        )
+        entries: Iterable[dict[str, Any]] = self._api.trials.logs(self.id, params)
         if reverse:
             entries = reversed(list(entries))
         for entry in entries:
@@ -232,7 +231,11 @@ class Trial:
             max_results: at most this many.
         """
         return list_checkpoints(
-            self._session, f"/api/v1/trials/{self.id}/checkpoints", sort_by, order_by, max_results
+            self._session,
+            lambda params: self._api.trials.checkpoints(self.id, params),
+            sort_by,
+            order_by,
+            max_results,
         )
 
     def top_checkpoint(
@@ -265,7 +268,7 @@ class Trial:
         if sort_by is not None and not best:
             raise ValueError("sort_by and smaller_is_better: only valid with best=True")
         if uuid is not None:
-            data = self._session.request("GET", f"/api/v1/checkpoints/{uuid}")["checkpoint"]
+            data = self._api.checkpoints.get(uuid)["checkpoint"]
             return Checkpoint._from_json(data, self._session)
         if latest:
             found = self.list_checkpoints(CheckpointSortBy.BATCH_NUMBER, OrderBy.DESC, 1)
@@ -305,12 +308,13 @@ def _timestamp(value: str | int | None, argument: str) -> str | None:
 
 def list_checkpoints(
     session: Session,
-    path: str,
+    fetch_page: Callable[[dict[str, Any]], dict[str, Any]],
     sort_by: str | CheckpointSortBy | None,
     order_by: OrderBy | None,
     max_results: int | None,
 ) -> list[Checkpoint]:
-    """The COMPLETED checkpoints at ``path`` (an experiment's or a trial's), sorted by the master."""
+    """The COMPLETED checkpoints ``fetch_page`` lists (an experiment's or a trial's, one page per
+    call with the query ``params``), sorted by the master."""
     if (sort_by is None) != (order_by is None):
         raise ValueError("sort_by and order_by: set both or neither")
     if sort_by is not None and not isinstance(sort_by, (CheckpointSortBy, str)):
@@ -331,7 +335,7 @@ def list_checkpoints(
             "sortByMetric": sort_by if isinstance(sort_by, str) else None,
             "states": ["STATE_COMPLETED"],
         }
-        return session.request("GET", path, params=params)  # type: ignore[no-any-return]
+        return fetch_page(params)
 
     items = read_paginated(fetch, "checkpoints", single=max_results is not None)
     return [Checkpoint._from_json(c, session) for c in items]

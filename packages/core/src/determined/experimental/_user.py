@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from determined.client import Session, hash_password
+from determined.client import Client, Session, hash_password
 
 
 def check_password_complexity(password: str | None) -> None:
@@ -29,6 +29,20 @@ def check_password_complexity(password: str | None) -> None:
         raise ValueError(f"password: must contain {', '.join(problems)}")
 
 
+def new_user_fields(
+    username: str, admin: bool, password: str | None, remote: bool
+) -> tuple[dict[str, Any], str | None]:
+    """The ``user`` object and hashed password of a create-user request, checked as upstream does
+    (a non-empty name; a password that passes :func:`check_password_complexity` unless remote)."""
+    if not isinstance(username, str) or not username.strip():
+        raise ValueError(f"username: must be a non-empty string, got {username!r}")
+    hashed = None
+    if not remote:
+        check_password_complexity(password)
+        hashed = hash_password(password or "")
+    return {"username": username, "admin": bool(admin), "active": True, "remote": remote}, hashed
+
+
 class User:
     """A user of the master: from ``client.whoami()``, ``client.list_users()`` and friends.
 
@@ -40,6 +54,7 @@ class User:
     def __init__(self, user_id: int, session: Session) -> None:
         self.user_id = user_id
         self._session = session
+        self._api = Client(session)
         self.username: str | None = None
         self.admin: bool | None = None
         self.active: bool | None = None
@@ -73,10 +88,10 @@ class User:
 
     def reload(self) -> None:
         """Refresh the cached attributes from the master."""
-        self._hydrate(self._session.request("GET", f"/api/v1/users/{self.user_id}")["user"])
+        self._hydrate(self._api.users.get(self.user_id)["user"])
 
     def _patch(self, **fields: Any) -> None:
-        answer = self._session.request("PATCH", f"/api/v1/users/{self.user_id}", body=fields)
+        answer = self._api.users.patch(self.user_id, fields)
         self._hydrate(answer["user"])
 
     def rename(self, new_username: str) -> None:

@@ -20,10 +20,11 @@ Unlike upstream, calling :func:`login` again replaces the default session (upstr
 
 from __future__ import annotations
 
+import functools
+import inspect
 import logging
-import pathlib
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable
+from typing import Concatenate, ParamSpec, TypeVar
 
 from determined.experimental._checkpoint import (
     Checkpoint,
@@ -48,6 +49,8 @@ CheckpointOrderBy = OrderBy
 """Deprecated name of :class:`OrderBy`."""
 
 logger = logging.getLogger("determined.client")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 __all__ = [
     "Checkpoint",
@@ -109,6 +112,28 @@ def _default() -> Determined:
     return _determined
 
 
+def _delegate(method: Callable[Concatenate[Determined, P], R]) -> Callable[P, R]:
+    """The module-level twin of a :class:`Determined` method, acting on the default session.
+
+    It keeps the method's name, docstring and signature (less ``self``), so ``help()``, IDEs and
+    ``inspect.signature`` show upstream's parameters; type checkers see them through ``P``.
+    """
+    name = method.__name__
+
+    @functools.wraps(method)
+    def on_default(*args: P.args, **kwargs: P.kwargs) -> R:
+        bound: Callable[P, R] = getattr(_default(), name)
+        return bound(*args, **kwargs)
+
+    signature = inspect.signature(method)
+    on_default.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=list(signature.parameters.values())[1:]
+    )
+    on_default.__qualname__ = name
+    on_default.__module__ = __name__
+    return on_default
+
+
 def login(
     master: str | None = None,
     user: str | None = None,
@@ -137,137 +162,6 @@ def logout() -> None:
     _determined = None
 
 
-def whoami() -> User:
-    """The user of the default session."""
-    return _default().whoami()
-
-
-def get_session_username() -> str:
-    """The username of the default session."""
-    return _default().get_session_username()
-
-
-def create_experiment(
-    config: str | pathlib.Path | dict[str, Any],
-    model_dir: str | pathlib.Path | None = None,
-    includes: Iterable[str | pathlib.Path] | None = None,
-    project_id: int | None = None,
-    template: str | None = None,
-    *,
-    parent_id: int | None = None,
-    activate: bool = True,
-) -> Experiment:
-    """Create an experiment from a config file path or dict and a context directory
-    (see :meth:`Determined.create_experiment`)."""
-    return _default().create_experiment(
-        config,
-        model_dir,
-        includes,
-        project_id,
-        template,
-        parent_id=parent_id,
-        activate=activate,
-    )
-
-
-def get_experiment(experiment_id: int) -> Experiment:
-    """The experiment with id ``experiment_id``."""
-    return _default().get_experiment(experiment_id)
-
-
-def list_experiments(
-    sort_by: ExperimentSortBy | None = None,
-    order_by: OrderBy | None = None,
-    experiment_ids: list[int] | None = None,
-    labels: list[str] | None = None,
-    users: list[str] | None = None,
-    states: list[ExperimentState] | None = None,
-    name: str | None = None,
-    project_id: int | None = None,
-) -> list[Experiment]:
-    """Experiments matching every given filter, sorted."""
-    return _default().list_experiments(
-        sort_by=sort_by,
-        order_by=order_by,
-        experiment_ids=experiment_ids,
-        labels=labels,
-        users=users,
-        states=states,
-        name=name,
-        project_id=project_id,
-    )
-
-
-def get_trial(trial_id: int) -> Trial:
-    """The trial with id ``trial_id``."""
-    return _default().get_trial(trial_id)
-
-
-def get_checkpoint(uuid: str) -> Checkpoint:
-    """The checkpoint with this uuid."""
-    return _default().get_checkpoint(uuid)
-
-
-def create_user(
-    username: str, admin: bool, password: str | None = None, remote: bool = False
-) -> User:
-    """Create a user (admins only)."""
-    return _default().create_user(username, admin, password, remote)
-
-
-def get_user_by_id(user_id: int) -> User:
-    """The user with id ``user_id``."""
-    return _default().get_user_by_id(user_id)
-
-
-def get_user_by_name(user_name: str) -> User:
-    """The user named ``user_name``."""
-    return _default().get_user_by_name(user_name)
-
-
-def list_users(active: bool | None = None) -> list[User]:
-    """Every user (only the active or inactive ones with ``active``)."""
-    return _default().list_users(active=active)
-
-
-def create_model(
-    name: str, description: str | None = "", metadata: dict[str, Any] | None = None
-) -> Model:
-    """Add a model to the model registry."""
-    return _default().create_model(name, description, metadata)
-
-
-def get_model(identifier: str | int) -> Model:
-    """The model with this name (or numeric id)."""
-    return _default().get_model(identifier)
-
-
-def get_model_by_id(model_id: int) -> Model:
-    """Deprecated: ``get_model(model_id)``."""
-    return _default().get_model_by_id(model_id)
-
-
-def list_models(
-    sort_by: ModelSortBy = ModelSortBy.NAME,
-    order_by: OrderBy = OrderBy.ASCENDING,
-    name: str | None = None,
-    description: str | None = None,
-    model_id: int | None = None,
-    workspace_names: list[str] | None = None,
-    workspace_ids: list[int] | None = None,
-) -> list[Model]:
-    """Models of the registry matching every given filter, sorted."""
-    return _default().list_models(
-        sort_by=sort_by,
-        order_by=order_by,
-        name=name,
-        description=description,
-        model_id=model_id,
-        workspace_names=workspace_names,
-        workspace_ids=workspace_ids,
-    )
-
-
 def get_models(
     sort_by: ModelSortBy = ModelSortBy.NAME,
     order_by: OrderBy = OrderBy.ASCENDING,
@@ -278,27 +172,23 @@ def get_models(
     return _default().get_models(sort_by, order_by, name or None, description or None)
 
 
-def get_model_labels() -> list[str]:
-    """Every label used on a model, most used first."""
-    return _default().get_model_labels()
-
-
-def iter_trials_metrics(trial_ids: list[int], group: str) -> Iterable[TrialMetrics]:
-    """Yield the metric reports of ``group`` ("training", "validation" or a custom group) of
-    trials, in step order per trial."""
-    return _default().iter_trials_metrics(trial_ids, group=group)
-
-
-def stream_trials_metrics(trial_ids: list[int], group: str) -> Iterable[TrialMetrics]:
-    """Deprecated name of :func:`iter_trials_metrics`."""
-    return _default().stream_trials_metrics(trial_ids, group)
-
-
-def stream_trials_training_metrics(trial_ids: list[int]) -> Iterable[TrainingMetrics]:
-    """Deprecated: ``iter_trials_metrics(trial_ids, "training")``."""
-    return _default().stream_trials_training_metrics(trial_ids)
-
-
-def stream_trials_validation_metrics(trial_ids: list[int]) -> Iterable[ValidationMetrics]:
-    """Deprecated: ``iter_trials_metrics(trial_ids, "validation")``."""
-    return _default().stream_trials_validation_metrics(trial_ids)
+whoami = _delegate(Determined.whoami)
+get_session_username = _delegate(Determined.get_session_username)
+create_experiment = _delegate(Determined.create_experiment)
+get_experiment = _delegate(Determined.get_experiment)
+list_experiments = _delegate(Determined.list_experiments)
+get_trial = _delegate(Determined.get_trial)
+get_checkpoint = _delegate(Determined.get_checkpoint)
+create_user = _delegate(Determined.create_user)
+get_user_by_id = _delegate(Determined.get_user_by_id)
+get_user_by_name = _delegate(Determined.get_user_by_name)
+list_users = _delegate(Determined.list_users)
+create_model = _delegate(Determined.create_model)
+get_model = _delegate(Determined.get_model)
+get_model_by_id = _delegate(Determined.get_model_by_id)
+list_models = _delegate(Determined.list_models)
+get_model_labels = _delegate(Determined.get_model_labels)
+iter_trials_metrics = _delegate(Determined.iter_trials_metrics)
+stream_trials_metrics = _delegate(Determined.stream_trials_metrics)
+stream_trials_training_metrics = _delegate(Determined.stream_trials_training_metrics)
+stream_trials_validation_metrics = _delegate(Determined.stream_trials_validation_metrics)

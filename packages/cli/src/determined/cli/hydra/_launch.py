@@ -127,11 +127,13 @@ def _submit(args: argparse.Namespace, config: dict[str, Any], context: pathlib.P
 
 def follow_first_trial(session: Any, experiment_id: int) -> None:
     """Print the first trial's logs as they arrive, until the trial ends (as ``det e create -f``)."""
+    from determined import client
+
+    api = client.Client(session)
     print("Waiting for first trial to begin...")
     sys.stdout.flush()
-    path = f"/api/v1/experiments/{experiment_id}/trials"
     while True:
-        trials = (session.request("GET", path) or {}).get("trials") or []
+        trials = api.experiments.trials(experiment_id).get("trials") or []
         if trials:
             break
         time.sleep(POLL_S)
@@ -139,7 +141,7 @@ def follow_first_trial(session: Any, experiment_id: int) -> None:
     print(f"Following first trial with ID {trial_id}")
     sys.stdout.flush()
     try:
-        for entry in session.stream(f"/api/v1/trials/{trial_id}/logs", params={"follow": "true"}):
+        for entry in api.trials.logs(trial_id, {"follow": "true"}):
             message = str(entry.get("message") or entry.get("log") or "")
             sys.stdout.write(message if message.endswith("\n") else message + "\n")
             sys.stdout.flush()
