@@ -1,4 +1,4 @@
-"""The master process: database, resource manager, lifecycle manager and HTTP server together."""
+"""The master process: database, resource manager, core services and HTTP server together."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ class Master:
 
     @property
     def manager(self) -> Manager:
-        """The lifecycle manager (exists once :meth:`start` ran)."""
+        """The core services, wired together (exists once :meth:`start` ran)."""
         if self._manager is None:
             raise RuntimeError("the master is not started")
         return self._manager

@@ -208,7 +208,7 @@ class Experiments:
                 run.early_stopped_by_searcher = False
                 lifecycle.set_trial_state(session, run, "ACTIVE")
                 lifecycle.restart_trial(session, exp, run)
-            self._searchers.continued.add(exp.id)
+            self._searchers.set_continued(exp.id, True)
 
     def delete(self, exp_id: int, requester: User) -> None:
         """Delete a terminal experiment with its checkpoints and rows (owner or admin)."""

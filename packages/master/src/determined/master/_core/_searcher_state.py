@@ -21,12 +21,19 @@ class SearcherStates:
     def __init__(self, db: Database) -> None:
         self._db = db
         self.searchers: dict[int, Any] = {}
-        self.continued: set[int] = set()
+        self._continued: set[int] = set()
         """Experiments re-run by ``continue``: their trials no longer report to a searcher."""
 
     def is_continued(self, exp_id: int) -> bool:
         """Whether ``exp_id`` was re-run by ``continue`` (its trials bypass the searcher)."""
-        return exp_id in self.continued
+        return exp_id in self._continued
+
+    def set_continued(self, exp_id: int, continued: bool) -> None:
+        """Mark ``exp_id`` as re-run by ``continue`` (True) or done with that (False)."""
+        if continued:
+            self._continued.add(exp_id)
+        else:
+            self._continued.discard(exp_id)
 
     def of(self, exp: Experiment) -> Any:
         """The experiment's searcher, restored from its snapshot on first use."""

@@ -75,7 +75,7 @@ class TrialExits:
             if exp.state == "ACTIVE" and all(r.state in _wire.TERMINAL_STATES for r in runs):
                 failed = any(r.state == "ERROR" for r in runs)
                 exp.state = "STOPPING_ERROR" if failed else "STOPPING_COMPLETED"
-                self._searchers.continued.discard(exp.id)
+                self._searchers.set_continued(exp.id, False)
             return
         rid = run.request_id
         reason = None
