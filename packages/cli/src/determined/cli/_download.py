@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import pathlib
-import tarfile
 from typing import Any
 
 from determined import client
@@ -31,34 +30,12 @@ def _direct(checkpoint: dict[str, Any], dest: pathlib.Path) -> None:
 
 
 def _via_master(session: client.Session, uuid: str, dest: pathlib.Path) -> None:
-    import requests
-
-    headers = session.headers()
-    headers["Accept"] = "application/gzip"
-    url = f"{session.master_url}/checkpoints/{uuid}"
     try:
-        response = requests.get(
-            url,
-            headers=headers,
-            stream=True,
-            timeout=60,
-            verify=session.cert if session.cert is not None else True,
-        )
-    except requests.ConnectionError as exc:
-        raise client.MasterNotFoundError(
-            f"cannot reach the master at {session.master_url}"
-        ) from exc
-    with response:
-        if response.status_code >= 300:
-            try:
-                message = response.json()["error"]["error"]
-            except (ValueError, KeyError, TypeError):
-                message = response.reason
-            raise CliError(f"downloading checkpoint {uuid} through the master failed: {message}")
-        dest.mkdir(parents=True, exist_ok=True)
-        response.raw.decode_content = True
-        with tarfile.open(fileobj=response.raw, mode="r|gz") as archive:
-            archive.extractall(dest, filter="data")
+        client.CheckpointsClient(session).download(uuid, dest)
+    except client.APIError as exc:
+        raise CliError(
+            f"downloading checkpoint {uuid} through the master failed: {exc.message}"
+        ) from None
 
 
 def download_checkpoint(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import pathlib
+import tarfile
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from determined.client import _routes as r
@@ -19,6 +22,35 @@ class CheckpointsClient:
     def get(self, uuid: str) -> dict[str, Any]:
         """One checkpoint (``checkpoint``)."""
         return r.call(self.session, r.CHECKPOINT_GET, uuid=uuid)
+
+    def download(
+        self,
+        uuid: str,
+        dest: str | pathlib.Path,
+        *,
+        on_chunk: Callable[[int], None] | None = None,
+    ) -> None:
+        """Fetch the checkpoint's files through the master (a tar.gz) and unpack them into ``dest``.
+
+        ``on_chunk`` gets the running byte count as the archive arrives.
+
+        Raises:
+            APIError: the master could not serve them (e.g. its storage is unreachable from it).
+        """
+        with tempfile.TemporaryFile() as spool:
+            r.download(
+                self.session,
+                r.CHECKPOINT_FILES,
+                spool,
+                accept="application/gzip",
+                on_chunk=on_chunk,
+                uuid=uuid,
+            )
+            spool.seek(0)
+            target = pathlib.Path(dest)
+            target.mkdir(parents=True, exist_ok=True)
+            with tarfile.open(fileobj=spool, mode="r:*") as archive:
+                archive.extractall(target, filter="data")
 
     def set_metadata(self, uuid: str, metadata: Mapping[str, Any]) -> dict[str, Any]:
         """Replace the checkpoint's user metadata on the master (the stored copy stays)."""

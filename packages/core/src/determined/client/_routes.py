@@ -1,9 +1,11 @@
 """Every REST route of the master that det's clients call, declared once.
 
-The resource clients (``_resources_*.py``), the task process's ``MasterClient`` and logging in call the
-master only through :func:`call` and :func:`stream` with a :class:`Route` of this table, so a test can
-enumerate :data:`ROUTES` and check each against the master's OpenAPI document. Paths are upstream
-Determined's (``/api/v1/...``, grpc-gateway JSON with camelCase fields).
+The resource clients (``ExperimentsClient``, ``TrialsClient``, ...), the task process's
+``MasterClient`` and logging in call the master only through :func:`call`, :func:`stream` and
+:func:`download` with a :class:`Route` of this table, so a test can enumerate :data:`ROUTES` and check
+each against the master's OpenAPI document. Paths are upstream Determined's (``/api/v1/...``,
+grpc-gateway JSON with camelCase fields; the one binary route, a checkpoint's files, is
+``/checkpoints/{uuid}`` as upstream serves it).
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 import dataclasses
 import string
 import urllib.parse
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import IO, Any
 
 from determined.client._session import Session
 
@@ -104,6 +106,21 @@ def stream(
     return result
 
 
+def download(
+    session: Session,
+    route: Route,
+    out: IO[bytes],
+    *,
+    accept: str,
+    on_chunk: Callable[[int], None] | None = None,
+    **path_params: Any,
+) -> int:
+    """GET a binary body (an archive) of ``route`` into ``out``; the number of bytes written."""
+    if route.method != "GET":
+        raise ValueError(f"{route.name}: only GET routes download")
+    return session.download(route.path(**path_params), out, accept=accept, on_chunk=on_chunk)
+
+
 # ---- master ---------------------------------------------------------------------------------------
 MASTER_INFO = _route("master.info", "GET", "/api/v1/master")
 MASTER_CONFIG = _route("master.config", "GET", "/api/v1/master/config")
@@ -181,6 +198,8 @@ RUN_METADATA_SET = _route("runs.set_metadata", "POST", "/api/v1/runs/{run_id}/me
 
 # ---- checkpoints ----------------------------------------------------------------------------------
 CHECKPOINT_GET = _route("checkpoints.get", "GET", "/api/v1/checkpoints/{uuid}")
+CHECKPOINT_FILES = _route("checkpoints.files", "GET", "/checkpoints/{uuid}")
+"""A checkpoint's files as one archive, proxied by the master (not under ``/api/v1``, as upstream)."""
 CHECKPOINT_REPORT = _route("checkpoints.report", "POST", "/api/v1/checkpoints", True)
 CHECKPOINTS_PATCH = _route("checkpoints.patch", "PATCH", "/api/v1/checkpoints")
 CHECKPOINTS_DELETE = _route("checkpoints.delete", "DELETE", "/api/v1/checkpoints")

@@ -10,7 +10,8 @@ import json
 import math
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import IO, TYPE_CHECKING, Any
 
 from determined.client import _errors
 
@@ -167,6 +168,43 @@ class Session:
                 if item.get("error"):
                     raise _errors.APIError("GET", path, 500, _message(item))
                 yield item.get("result", item)
+
+    def download(
+        self,
+        path: str,
+        out: IO[bytes],
+        *,
+        accept: str = "application/octet-stream",
+        timeout: float | None = 60.0,
+        on_chunk: Callable[[int], None] | None = None,
+    ) -> int:
+        """GET a binary body into ``out`` chunk by chunk; return the number of bytes written.
+
+        ``on_chunk`` is called with the running total after each chunk (for progress output).
+
+        Raises:
+            APIError (or a subclass) for error statuses, MasterNotFoundError when unreachable.
+        """
+        import requests
+
+        url = f"{self.master_url}/{path.lstrip('/')}"
+        headers = dict(self.headers(), Accept=accept)
+        try:
+            response = self._http().get(url, headers=headers, stream=True, timeout=timeout)
+        except requests.ConnectionError as exc:
+            raise _errors.MasterNotFoundError(
+                f"cannot reach the master at {self.master_url}: {exc}"
+            ) from exc
+        with response:
+            if response.status_code >= 300:
+                self._decode("GET", path, response)
+            received = 0
+            for chunk in response.iter_content(1 << 20):
+                out.write(chunk)
+                received += len(chunk)
+                if on_chunk is not None:
+                    on_chunk(received)
+        return received
 
     @staticmethod
     def _decode(method: str, path: str, response: requests.Response) -> Any:

@@ -9,11 +9,9 @@ import logging
 import os
 import pathlib
 import sys
-import tarfile
-import tempfile
 from typing import Any
 
-from determined.client import Client, Session
+from determined.client import APIError, Client, Session
 from determined.experimental._util import member
 
 logger = logging.getLogger("determined.client")
@@ -226,28 +224,15 @@ class Checkpoint:
             ) from proxied
 
     def _download_via_master(self, local: pathlib.Path, progress: bool) -> None:
-        import requests
+        def show(received: int) -> None:
+            print(f"checkpoint {self.uuid}: {received} bytes", file=sys.stderr)
 
-        url = f"{self._session.master_url}/checkpoints/{self.uuid}"
-        headers = dict(self._session.headers(), Accept="application/gzip")
-        verify = self._session.cert if self._session.cert is not None else True
-        with requests.get(url, headers=headers, stream=True, timeout=60, verify=verify) as resp:
-            if resp.status_code >= 300:
-                raise ProxiedDownloadFailed(
-                    f"the master could not serve checkpoint {self.uuid} ({resp.status_code}): "
-                    f"{_error_text(resp)}"
-                )
-            local.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryFile() as spool:
-                received = 0
-                for chunk in resp.iter_content(1 << 20):
-                    spool.write(chunk)
-                    received += len(chunk)
-                    if progress:
-                        print(f"checkpoint {self.uuid}: {received} bytes", file=sys.stderr)
-                spool.seek(0)
-                with tarfile.open(fileobj=spool, mode="r:*") as archive:
-                    archive.extractall(local, filter="data")
+        try:
+            self._api.checkpoints.download(self.uuid, local, on_chunk=show if progress else None)
+        except APIError as exc:
+            raise ProxiedDownloadFailed(
+                f"the master could not serve checkpoint {self.uuid} ({exc.status}): {exc.message}"
+            ) from None
 
     # ------------------------------------------------------------------------------- metadata
 
@@ -326,14 +311,3 @@ class Checkpoint:
             return str(config["integrations"]["pachyderm"]["dataset"]["commit"])
         except (KeyError, TypeError):
             raise ValueError(f"checkpoint {self.uuid}: no Pachyderm configuration") from None
-
-
-def _error_text(response: Any) -> str:
-    try:
-        body = response.json()
-        error = body.get("error") if isinstance(body, dict) else None
-        if isinstance(error, dict):
-            return str(error.get("error") or error)
-        return str(body)
-    except ValueError:
-        return str(response.text or response.reason)
