@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pathlib
 import socket
 import threading
 
@@ -164,3 +165,49 @@ def test_master_client_endpoints(fake_master: FakeMaster) -> None:
     assert client.get_preemption_signal("a1", 0) is False
     (start,) = fake_master.find("POST", "/api/v1/runs/start")
     assert start.body == {"runId": 5}
+
+
+def test_resource_clients_send_upstream_paths_and_bodies(
+    fake_master: FakeMaster, tmp_path: pathlib.Path
+) -> None:
+    from determined.client import Client, create_experiment, read_context_dir
+
+    fake_master.override("GET", "/api/v1/models/a%2Fb/versions/3", 200, {"modelVersion": {}})
+    fake_master.override("POST", "/api/v1/experiments", 200, {"experiment": {"id": 7}})
+    fake_master.override("POST", "/api/v1/experiments/7/pause", 200, {})
+    api = Client(session(fake_master))
+    api.models.get_version("a/b", 3)
+    api.experiments.act(7, "pause", retry=False)
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    files = read_context_dir(tmp_path)
+    created = create_experiment(api.session, {"name": "x"}, files, activate=False, project_id=2)
+    assert created.id == 7
+    body = fake_master.find("POST", "/api/v1/experiments")[0].body
+    assert body["modelDefinition"] == files and body["activate"] is False
+    assert body["projectId"] == 2 and "name: x" in body["config"]
+    assert fake_master.find("POST", "/api/v1/experiments/7/pause")[0].body == {}
+
+
+def test_context_too_large_names_the_biggest_files(tmp_path: pathlib.Path) -> None:
+    from determined.client import ContextTooLargeError, read_context_dir
+
+    (tmp_path / "big.bin").write_bytes(b"x" * 3000)
+    (tmp_path / "small.txt").write_text("y")
+    with pytest.raises(ContextTooLargeError) as info:
+        read_context_dir(tmp_path, limit=1000)
+    assert info.value.limit == 1000 and info.value.size >= 3000
+    assert info.value.sizes[0][0] == "big.bin"
+    assert isinstance(info.value, ValueError)
+
+
+def test_module_functions_keep_the_methods_signatures() -> None:
+    import inspect
+
+    from determined.experimental import Determined, client
+
+    for name in ("create_experiment", "list_experiments", "list_models", "create_user"):
+        method = inspect.signature(getattr(Determined, name))
+        function = inspect.signature(getattr(client, name))
+        assert list(function.parameters) == list(method.parameters)[1:]
+        assert getattr(client, name).__doc__ == getattr(Determined, name).__doc__
+        assert getattr(client, name).__module__ == "determined.experimental.client"
