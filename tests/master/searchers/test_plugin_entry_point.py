@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -88,17 +87,14 @@ def install_plugin(site: pathlib.Path) -> None:
 
 
 @pytest.fixture
-def plugin_master(tmp_path: pathlib.Path) -> Iterator[MasterProcess]:
+def plugin_master(tmp_path: pathlib.Path, make_master: Any) -> MasterProcess:
+    """A ``det-master up`` subprocess (the root conftest's ``make_master``) that sees the plugin."""
     site = tmp_path / "site"
     install_plugin(site)
     env = dict(os.environ)
     env.pop("DET_DISABLE_PLUGIN_AUTOLOAD", None)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(site), env.get("PYTHONPATH")) if p)
-    master = MasterProcess(tmp_path / "data", env=env)
-    try:
-        yield master
-    finally:
-        master.stop()
+    return make_master(process=True, slots=2, env=env)  # type: ignore[no-any-return]
 
 
 def test_entry_point_searcher_runs_an_experiment(
