@@ -3,16 +3,14 @@ method, so the client and the master cannot drift apart."""
 
 from __future__ import annotations
 
-import pathlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
 import requests
 
 from determined import client
-from determined.master import Master, MasterConfig
 
 
 def _normalise(template: str) -> str:
@@ -41,17 +39,12 @@ def missing_routes(routes: Iterable[client.Route], openapi: dict[str, Any]) -> l
 
 
 @pytest.fixture(scope="module")
-def openapi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
-    """The OpenAPI document a freshly started det-master serves."""
-    data_dir: pathlib.Path = tmp_path_factory.mktemp("routes-master")
-    master = Master(MasterConfig(host="127.0.0.1", port=0, data_dir=str(data_dir), slots=1))
-    master.start()
-    try:
-        response = requests.get(f"{master.url}/api/v1/openapi.json", timeout=30)
-        response.raise_for_status()
-        yield response.json()
-    finally:
-        master.stop()
+def openapi(make_module_master: Any) -> dict[str, Any]:
+    """The OpenAPI document a freshly started det-master (the root conftest's) serves."""
+    master = make_module_master(slots=1)
+    response = requests.get(f"{master.url}/api/v1/openapi.json", timeout=30)
+    response.raise_for_status()
+    return response.json()  # type: ignore[no-any-return]
 
 
 def test_route_table_is_consistent() -> None:
