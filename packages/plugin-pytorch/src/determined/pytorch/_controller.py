@@ -63,6 +63,24 @@ def repeat_torch_loader(loader: Any, skip: int, epoch_len: int) -> Iterator[Any]
             raise RuntimeError("the training data loader produced no batches")
 
 
+def checked_callbacks(callbacks: dict[str, Any]) -> dict[str, PyTorchCallback]:
+    """``build_callbacks()``'s result, refused unless every value is a PyTorchCallback; warns
+    about the deprecated ``on_checkpoint_end``."""
+    for name, callback in callbacks.items():
+        if not isinstance(callback, PyTorchCallback):
+            raise TypeError(
+                f"build_callbacks(): {name!r} is a {type(callback).__name__}, not a "
+                "det.pytorch.PyTorchCallback"
+            )
+        if callback_overrides(callback, "on_checkpoint_end"):
+            warnings.warn(
+                "PyTorchCallback.on_checkpoint_end is deprecated: use on_checkpoint_write_end",
+                FutureWarning,
+                stacklevel=3,
+            )
+    return callbacks
+
+
 class PyTorchTrialController(PeriodSteps):
     """Runs one PyTorchTrial to ``max_length``; built and run by ``Trainer.fit()``.
 
@@ -124,19 +142,7 @@ class PyTorchTrialController(PeriodSteps):
         self.eval_takes_batch_idx = self.eval_mode == "batch" and (
             "batch_idx" in inspect.signature(trial_inst.evaluate_batch).parameters
         )
-        self.callbacks = trial_inst.build_callbacks()
-        for name, callback in self.callbacks.items():
-            if not isinstance(callback, PyTorchCallback):
-                raise TypeError(
-                    f"build_callbacks(): {name!r} is a {type(callback).__name__}, not a "
-                    "det.pytorch.PyTorchCallback"
-                )
-            if callback_overrides(callback, "on_checkpoint_end"):
-                warnings.warn(
-                    "PyTorchCallback.on_checkpoint_end is deprecated: use on_checkpoint_write_end",
-                    FutureWarning,
-                    stacklevel=2,
-                )
+        self.callbacks = checked_callbacks(trial_inst.build_callbacks())
         self._needs_workload_broadcast = self.dist.size > 1 and any(
             callback_overrides(c, "on_training_workload_end") for c in self.callbacks.values()
         )
@@ -210,10 +216,7 @@ class PyTorchTrialController(PeriodSteps):
         train_data = self.trial.build_training_data_loader()
         skip = self.state.batches_trained
         if isinstance(train_data, DataLoader):
-            loader = train_data._get_data_loader(True, skip, size, rank, self.train_seed)
-            self.train_seed = train_data._shuffle_seed
-            epoch_len = len(loader)
-            self.train_iter = iter(loader)
+            self.train_iter, epoch_len = self.shard_training_data(train_data, skip, size, rank)
         elif isinstance(train_data, torch.utils.data.DataLoader) and repro_off:
             try:
                 epoch_len = len(train_data)
@@ -243,6 +246,17 @@ class PyTorchTrialController(PeriodSteps):
                 if isinstance(validation_data, DataLoader)
                 else validation_data
             )
+
+    def shard_training_data(
+        self, train_data: DataLoader, skip: int, replicas: int, rank: int
+    ) -> tuple[Iterator[Any], int]:
+        """This rank's shard of a det.pytorch.DataLoader, repeated epoch after epoch and started
+        ``skip`` batches in, shuffled with the checkpointed seed (``train_seed``, set here on a
+        fresh start); and its batches per epoch."""
+        loader = train_data._get_data_loader(True, skip, replicas, rank, self.train_seed)
+        self.train_seed = train_data._shuffle_seed
+        epoch_len = len(loader)
+        return iter(loader), epoch_len
 
     # ---- the loop ---------------------------------------------------------------------------
     def _run(self) -> None:

@@ -24,7 +24,7 @@ How a framework plugin is put together:
   - ``evaluation_mode(trial)``: ``"batch"`` (evaluate on every rank) or ``"full"`` (chief only);
   - ``build_data_loaders()``: set ``train_iter``, ``validation_loader`` and the context's
     ``_epoch_len`` (optimizer steps per epoch), e.g. sharded over the framework's data-parallel
-    ranks;
+    ranks with ``shard_training_data``;
   - ``train_until_boundary()``: train batches until a period boundary (``fired_boundaries``)
     and return the boundaries that fired, appending each batch's metrics to ``batch_metrics``
     and stepping wrapped schedulers with ``step_schedulers``;

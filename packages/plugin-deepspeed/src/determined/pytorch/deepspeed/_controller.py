@@ -194,10 +194,9 @@ class DeepSpeedTrialController(extension.PyTorchTrialController):
             replicas, rank = mpu.data_parallel_world_size, mpu.data_parallel_rank
             train_data = self.trial.build_training_data_loader()
             if isinstance(train_data, DataLoader):
-                loader = train_data._get_data_loader(True, skip, replicas, rank, self.train_seed)
-                self.train_seed = train_data._shuffle_seed
-                micro_len = len(loader)
-                self.train_iter = iter(loader)
+                self.train_iter, micro_len = self.shard_training_data(
+                    train_data, skip, replicas, rank
+                )
             elif repro_off and hasattr(train_data, "__iter__"):
                 micro_len = _loader_length(train_data)
                 self.train_iter = extension.repeat_torch_loader(
