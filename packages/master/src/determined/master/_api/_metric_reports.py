@@ -14,9 +14,13 @@ from determined.master import _wire
 from determined.master._core._metrics import MetricReport
 from determined.master.db import utcnow
 
+_COMMON_GROUPS = frozenset(("training", "validation"))
+
 
 def check_group(group: Any) -> str:
     """A metric group name: non-empty, no ``.`` (it names a column prefix in queries)."""
+    if group in _COMMON_GROUPS:
+        return group  # type: ignore[no-any-return]
     if not isinstance(group, str) or not group:
         raise _wire.bad_request("group: must be a non-empty string")
     if "." in group:
@@ -24,26 +28,23 @@ def check_group(group: Any) -> str:
     return group
 
 
-def _field(body: dict[str, Any], camel: str, snake: str, default: Any = None) -> Any:
-    value = body.get(camel)
-    if value is None:
-        value = body.get(snake, default)
-    return value
-
-
-def _report_time(value: Any) -> Any:
+def _report_time(value: Any, now: datetime.datetime) -> datetime.datetime:
     if isinstance(value, str):
         try:  # the common case: an RFC 3339 UTC timestamp from det's client
             parsed = datetime.datetime.fromisoformat(value)
         except ValueError:
-            return _wire.parse_ts(value)
+            return _wire.parse_ts(value) or now
         return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=datetime.timezone.utc)
-    return _wire.parse_ts(value) or utcnow()
+    return _wire.parse_ts(value) or now
 
 
-def parse_report(group: Any, body: Any, where: str = "metrics") -> MetricReport:
+def parse_report(
+    group: Any, body: Any, where: str = "metrics", now: datetime.datetime | None = None
+) -> MetricReport:
     """One report body ``{trialRunId, stepsCompleted, reportTime, metrics: {avgMetrics,
     batchMetrics}}`` (camelCase or snake_case) of metric group ``group``.
+
+    ``now``: the report time of a report without one (the request's arrival).
 
     Raises:
         APIError: 400 for a bad group, a non-object body or a field of the wrong type.
@@ -51,42 +52,66 @@ def parse_report(group: Any, body: Any, where: str = "metrics") -> MetricReport:
     group = check_group(group)
     if not isinstance(body, dict):
         raise _wire.bad_request(f"{where}: must be an object")
-    trial_run_id = _field(body, "trialRunId", "trial_run_id")
-    try:
-        trial_run_id = int(trial_run_id) if trial_run_id is not None else None
-    except (TypeError, ValueError):
-        raise _wire.bad_request(f"{where}.trialRunId: must be an integer") from None
-    steps = _field(body, "stepsCompleted", "steps_completed", 0)
-    try:
-        steps = int(steps or 0)
-    except (TypeError, ValueError):
-        raise _wire.bad_request(f"{where}.stepsCompleted: must be an integer") from None
+    trial_run_id = body.get("trialRunId")
+    if trial_run_id is None:
+        trial_run_id = body.get("trial_run_id")
+    if trial_run_id is not None and type(trial_run_id) is not int:
+        try:
+            trial_run_id = int(trial_run_id)
+        except (TypeError, ValueError):
+            raise _wire.bad_request(f"{where}.trialRunId: must be an integer") from None
+    steps = body.get("stepsCompleted")
+    if steps is None:
+        steps = body.get("steps_completed", 0)
+    if type(steps) is not int:
+        try:
+            steps = int(steps or 0)
+        except (TypeError, ValueError):
+            raise _wire.bad_request(f"{where}.stepsCompleted: must be an integer") from None
     inner = body.get("metrics") or {}
     if not isinstance(inner, dict):
         raise _wire.bad_request(f"{where}.metrics: must be an object")
-    avg = _field(inner, "avgMetrics", "avg_metrics")
+    avg = inner.get("avgMetrics")
     if avg is None:
-        avg = {}
+        avg = inner.get("avg_metrics")
+        if avg is None:
+            avg = {}
     if not isinstance(avg, dict):
         raise _wire.bad_request(f"{where}.metrics.avgMetrics: must be an object")
     for key in ("epoch", "epochs"):
         if key in avg and _wire.to_float(avg[key]) is None:
             raise _wire.bad_request(f"{where}.metrics.avgMetrics.{key}: must be a number")
-    batch = _field(inner, "batchMetrics", "batch_metrics") or []
-    report_time = _report_time(_field(body, "reportTime", "report_time"))
-    return MetricReport(group, trial_run_id, steps, avg, batch, report_time)
+    batch = inner.get("batchMetrics")
+    if batch is None:
+        batch = inner.get("batch_metrics")
+    report_time = body.get("reportTime")
+    if report_time is None:
+        report_time = body.get("report_time")
+    return MetricReport(
+        group,
+        trial_run_id,
+        steps,
+        avg,
+        batch or [],
+        _report_time(report_time, now or utcnow()),
+    )
 
 
 def parse_reports(pairs: list[tuple[Any, Any]]) -> list[MetricReport]:
     """``(group, body)`` pairs of one request; a single report's fields are named ``metrics.*``,
-    those of a batch ``reports[i].metrics.*``."""
+    those of a batch ``reports[i].metrics.*``. Reports without a time get the request's."""
     for index, (group, body) in enumerate(pairs):
         if not isinstance(body, dict):
             raise _wire.bad_request(f"reports[{index}].metrics: must be an object")
         check_group(group)
+    now = utcnow()
     if len(pairs) == 1:
-        return [parse_report(pairs[0][0], pairs[0][1])]
-    return [
-        parse_report(group, body, f"reports[{index}].metrics")
-        for index, (group, body) in enumerate(pairs)
-    ]
+        return [parse_report(pairs[0][0], pairs[0][1], now=now)]
+    try:
+        return [parse_report(group, body, now=now) for group, body in pairs]
+    except _wire.APIError:
+        # Parse again naming the report: the message says which one is wrong.
+        return [
+            parse_report(group, body, f"reports[{index}].metrics", now)
+            for index, (group, body) in enumerate(pairs)
+        ]

@@ -120,18 +120,22 @@ class MetricReport:
         self.report_time = report_time
 
 
-def check_run(run: Run, report: MetricReport) -> None:
-    """Refuse a report of a run older than ``run``'s current one (a stale process still reporting).
+def check_run(run: Run, reports: list[MetricReport]) -> None:
+    """Refuse reports of a run older than ``run``'s current one (a stale process still reporting);
+    reports that did not name their run get the current one.
 
     Raises:
         APIError: 400 naming both run ids.
     """
-    if report.trial_run_id is None:
-        report.trial_run_id = run.run_id
-    elif report.trial_run_id != run.run_id:
-        raise _wire.bad_request(
-            f"invalid run id, {report.trial_run_id} (reported) != {run.run_id} (expected)"
-        )
+    current = run.run_id
+    for report in reports:
+        reported = report.trial_run_id
+        if reported is None:
+            report.trial_run_id = current
+        elif reported != current:
+            raise _wire.bad_request(
+                f"invalid run id, {reported} (reported) != {current} (expected)"
+            )
 
 
 def ingest_many(

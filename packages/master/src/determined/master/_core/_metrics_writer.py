@@ -180,8 +180,7 @@ class MetricsWriter:
         accepted: list[MetricReport] = []
         for item in items:
             try:
-                for report in item.reports:
-                    _metrics.check_run(run, report)
+                _metrics.check_run(run, item.reports)
             except APIError as exc:
                 item.error = exc
                 continue
