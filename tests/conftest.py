@@ -84,9 +84,12 @@ def make_module_master(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mas
 
 
 @pytest.fixture
-def master(db_url: str, make_master: MasterFactory) -> Any:
-    """A fresh master on SQLite, then on PostgreSQL."""
-    return make_master(db_url)
+def master(db_url: str, make_master: MasterFactory) -> Iterator[Any]:
+    """A fresh master on SQLite, then on PostgreSQL (stopped before its database is dropped, even
+    when the test asked for ``make_master`` first)."""
+    handle = make_master(db_url)
+    yield handle
+    handle.stop()
 
 
 @pytest.fixture
