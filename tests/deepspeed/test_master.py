@@ -70,11 +70,17 @@ def _checkpoints(api: MasterAPI, trial_id: int) -> list[dict[str, Any]]:
 
 
 def _pause_at_the_wait(api: MasterAPI, experiment: int) -> dict[int, dict[str, Any]]:
-    """Pause once every trial reported batch 4 (they hold at batch 6 until paused), continue, and
-    return the finished trials by ZeRO stage."""
+    """Pause once every trial holds at batch 6 (it says so in its log and waits there until
+    paused; its batch-4 report comes before it checks for a pause at that step, so a pause sent
+    when that report arrives could still stop it at step 4), continue, and return the finished
+    trials by ZeRO stage."""
     api.wait_for(lambda: len(api.trials(experiment)) == len(STAGES), 120, "every trial")
     for trial in api.trials(experiment):
-        api.wait_for(lambda t=trial: len(api.metrics(t["id"], "training")) >= 2, 240, "batch 4")
+
+        def holding(trial_id: int = trial["id"]) -> bool:
+            return any("holding for a pause after batch" in line for line in api.logs(trial_id))
+
+        api.wait_for(holding, 240, f"trial {trial['id']} holding at batch 6")
     api.post(f"/api/v1/experiments/{experiment}/pause")
     api.wait_experiment(experiment, {"STATE_PAUSED"}, timeout=120)
     for trial in api.trials(experiment):

@@ -17,6 +17,9 @@ if not any(ep.name == "deepspeed" for ep in importlib.metadata.entry_points(grou
     _hooks.register(_runner, name="deepspeed")
 
 
+HOLD_LINE = "holding for a pause after batch"
+
+
 class LinTrial(lintrial.LinTrial):
     """With ``wait_for_pause_at: N`` its first run holds after batch N until the experiment is
     paused, so a test pauses it mid-run (every rank polls in step: one broadcast per poll)."""
@@ -30,6 +33,7 @@ class LinTrial(lintrial.LinTrial):
         if wait_at is not None and batch_idx == int(wait_at) and first_run and not self._waited:
             self._waited = True
             preempt = self.context._core.preempt
+            print(f"{HOLD_LINE} {batch_idx}", flush=True)  # the test pauses once it reads this
             for _ in range(2400):  # a count, not a clock: every rank must poll equally often
                 if preempt.should_preempt(auto_ack=False):
                     break
