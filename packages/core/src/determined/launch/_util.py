@@ -79,3 +79,29 @@ def run_forwarding_signals(
         for signum, handler in previous.items():
             signal.signal(signum, handler)
     return proc
+
+
+TRIAL_MODULE = "determined.launch.trial"
+UNDER_LAUNCHER_ENV = "DET_TRIAL_UNDER_LAUNCHER"
+
+
+def trial_script(args: Sequence[str]) -> list[str] | None:
+    """The command a launcher runs for ``--trial MODULE:Class`` (each rank runs det's trial
+    runner, ``python -m determined.launch.trial``); ``None`` when ``args`` is a script.
+
+    Raises:
+        ValueError: ``--trial`` without a class, or with more arguments after it.
+    """
+    if not args or not (args[0] == "--trial" or args[0].startswith("--trial=")):
+        return None
+    if args[0] == "--trial":
+        if len(args) < 2 or not args[1] or args[1].startswith("-"):
+            raise ValueError("--trial needs MODULE:TrialClass")
+        spec, rest = args[1], list(args[2:])
+    else:
+        spec, rest = args[0].split("=", 1)[1], list(args[1:])
+    if not spec:
+        raise ValueError("--trial needs MODULE:TrialClass")
+    if rest:
+        raise ValueError(f"extra arguments after --trial {spec}: {' '.join(rest)}")
+    return [sys.executable, "-m", TRIAL_MODULE, spec]

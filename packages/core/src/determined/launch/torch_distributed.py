@@ -1,4 +1,4 @@
-"""``python -m determined.launch.torch_distributed [TORCHRUN_OVERRIDES... --] SCRIPT...``
+"""``python -m determined.launch.torch_distributed [OVERRIDES... --] (--trial MODULE:Class | SCRIPT...)``
 
 Runs SCRIPT under torchrun (``python -m torch.distributed.run``) with one process per slot of each
 container of the allocation (from ``det.get_cluster_info()``), every process wrapped by ``wrap_rank``.
@@ -8,6 +8,10 @@ before ``--`` are passed to torchrun after det's own, so they win.
 Sets ``USE_TORCH_DISTRIBUTED=1`` and ``DET_CHIEF_IP``. On one node the c10d and collective ports are
 free ports chosen at start (so concurrent trials on one machine do not collide); ``DET_C10D_PORT``
 forces the c10d port. The exit status is torchrun's; SIGTERM/SIGINT reach the whole process tree.
+
+``--trial MODULE:Class`` (upstream's way to start a distributed PyTorchTrial) runs a Trial class
+instead of a script: every rank runs det's trial runner for it (``python -m
+determined.launch.trial MODULE:Class``), which is what ``entrypoint: MODULE:Class`` does too.
 """
 
 from __future__ import annotations
@@ -24,7 +28,10 @@ from determined.launch import _util
 
 C10D_PORT = 29400
 C10D_PORT_ENV = "DET_C10D_PORT"
-USAGE = "usage: python -m determined.launch.torch_distributed [TORCHRUN_OVERRIDES... --] SCRIPT..."
+USAGE = (
+    "usage: python -m determined.launch.torch_distributed [[TORCHRUN_OVERRIDES...] --] "
+    "(--trial MODULE:TrialClass | SCRIPT...)"
+)
 
 
 def split_args(args: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -85,12 +92,32 @@ def create_launch_cmd(
     ]  # fmt: skip
 
 
+def parse_args(args: Sequence[str]) -> tuple[list[str], list[str], bool]:
+    """``(torchrun overrides, script, is_trial)``: ``--trial MODULE:Class`` becomes the command
+    that runs the class through det's trial runner. ValueError for a malformed command line."""
+    overrides, rest = split_args(args)
+    script = _util.trial_script(rest)
+    if script is not None:
+        return overrides, script, True
+    return overrides, rest, False
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    overrides, script = split_args(sys.argv[1:] if argv is None else argv)
+    args = sys.argv[1:] if argv is None else argv
+    if list(args[:1]) in (["-h"], ["--help"]):
+        print(f"{USAGE}\n\n{__doc__}")
+        return 0
+    try:
+        overrides, script, is_trial = parse_args(args)
+    except ValueError as exc:
+        print(f"determined.launch.torch_distributed: {exc}\n{USAGE}", file=sys.stderr)
+        return 2
     if not script:
         print(USAGE, file=sys.stderr)
         return 2
     env = dict(os.environ)
+    if is_trial:
+        env[_util.UNDER_LAUNCHER_ENV] = "1"  # the ranks run the class; none re-launches
     cmd = create_launch_cmd(overrides, script, env, det.get_cluster_info())
     return _util.exit_code(_util.run_forwarding_signals(cmd, env=env, whole_group=True).returncode)
 

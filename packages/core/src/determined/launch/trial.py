@@ -16,9 +16,10 @@ from collections.abc import Sequence
 
 import determined as det
 from determined.core import _hooks
+from determined.launch import _util
 
 USAGE = "usage: python -m determined.launch.trial MODULE:TrialClass"
-UNDER_LAUNCHER_ENV = "DET_TRIAL_UNDER_LAUNCHER"
+UNDER_LAUNCHER_ENV = _util.UNDER_LAUNCHER_ENV
 
 logger = logging.getLogger("determined.launch")
 

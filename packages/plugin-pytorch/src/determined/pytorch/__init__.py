@@ -41,12 +41,14 @@ _EXPORTS = {
 }
 
 _SUBPACKAGES = {
+    "experimental": None,
     "samplers": None,
     "lightning": None,
     "deepspeed": "det-plugin-deepspeed",
 }
 
 if TYPE_CHECKING:
+    from determined.pytorch import experimental as experimental
     from determined.pytorch import samplers as samplers
     from determined.pytorch._callback import PyTorchCallback as PyTorchCallback
     from determined.pytorch._context import PyTorchExperimentalContext as PyTorchExperimentalContext
