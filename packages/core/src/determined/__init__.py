@@ -36,10 +36,12 @@ _SUBPACKAGES = {
     "core": "det-core",
     "client": "det-core",
     "config": "det-core",
+    "errors": "det-core",
     "experimental": "det-core",
     "launch": "det-core",
     "searcher": "det-core",
     "storage": "det-core",
+    "util": "det-core",
     "pytorch": "det-plugin-pytorch",
     "keras": "det-plugin-keras",
     "estimator": "det-plugin-estimator",
@@ -47,14 +49,24 @@ _SUBPACKAGES = {
     "cli": "det-cli",
 }
 
+# Top-level names of det-core that load on first use: name -> the module that defines it.
+_LAZY_ATTRIBUTES = {
+    "TrialContext": "determined._trial_context",
+    "import_from_path": "determined._import",
+}
+
 if TYPE_CHECKING:
     from determined import client as client
     from determined import config as config
     from determined import core as core
+    from determined import errors as errors
     from determined import experimental as experimental
     from determined import launch as launch
     from determined import searcher as searcher
     from determined import storage as storage
+    from determined import util as util
+    from determined._import import import_from_path as import_from_path
+    from determined._trial_context import TrialContext as TrialContext
 
 __all__ = [
     "LOG_FORMAT",
@@ -65,11 +77,17 @@ __all__ = [
     "TrialInfo",
     "__version__",
     "get_cluster_info",
+    *_LAZY_ATTRIBUTES,
     *_SUBPACKAGES,
 ]
 
 
 def __getattr__(name: str) -> object:
+    source = _LAZY_ATTRIBUTES.get(name)
+    if source is not None:
+        value = getattr(_importlib.import_module(source), name)
+        globals()[name] = value
+        return value
     distribution = _SUBPACKAGES.get(name)
     if distribution is None:
         raise AttributeError(f"module 'determined' has no attribute {name!r}")

@@ -15,6 +15,7 @@ from determined.client._cluster import MasterInfoClient
 from determined.client._context_dir import MAX_CONTEXT_SIZE, ContextTooLargeError, read_context_dir
 from determined.client._errors import (
     APIError,
+    ClientError,
     ForbiddenError,
     MasterNotFoundError,
     NotFoundError,
@@ -35,6 +36,7 @@ __all__ = [
     "APIError",
     "CheckpointsClient",
     "Client",
+    "ClientError",
     "ContextTooLargeError",
     "CreatedExperiment",
     "ExperimentsClient",

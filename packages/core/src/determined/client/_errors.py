@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 
-class APIError(Exception):
+class ClientError(Exception):
+    """The base of every error a call to the master raises (upstream's ``BadRequestException``)."""
+
+
+class APIError(ClientError):
     """The master answered with an error status.
 
     Attributes:
-        status: the HTTP status code.
+        status: the HTTP status code (also ``status_code``, upstream's name).
         message: the master's error message (from its ``{"error": {...}}`` body when it sent one).
     """
 
@@ -17,6 +21,11 @@ class APIError(Exception):
         self.path = path
         self.status = status
         self.message = message
+
+    @property
+    def status_code(self) -> int:
+        """The HTTP status code, under the name upstream's ``APIException`` used."""
+        return self.status
 
 
 class UnauthenticatedError(APIError):
@@ -31,5 +40,5 @@ class NotFoundError(APIError):
     """404: the object does not exist (or is hidden from this user)."""
 
 
-class MasterNotFoundError(ConnectionError):
+class MasterNotFoundError(ClientError, ConnectionError):
     """The master could not be reached at all (after the retries an idempotent request gets)."""

@@ -20,6 +20,7 @@ from determined.core._compat import (
     DummySearcherContext,
     DummySearcherOperation,
     DummyTrainContext,
+    SearcherContextMissing,
 )
 from determined.core._context import Context, init
 from determined.core._context import (
@@ -56,6 +57,7 @@ __all__ = [
     "PreemptionSource",
     "ProfilerContext",
     "SearcherContext",
+    "SearcherContextMissing",
     "SearcherMode",
     "SearcherOperation",
     "TensorboardMode",

@@ -264,46 +264,46 @@ class DistributedContext:
 
     # -- collectives ---------------------------------------------------------------------------
 
-    def allgather(self, x: Any) -> list[Any]:
-        """Every rank's ``x``, ordered by rank, on every rank."""
+    def allgather(self, stuff: Any) -> list[Any]:
+        """Every rank's ``stuff``, ordered by rank, on every rank."""
         if self.size < 2:
-            return [x]
-        return list(_run_collective(self._global, "allgather", x, "all")[1])
+            return [stuff]
+        return list(_run_collective(self._global, "allgather", stuff, "all")[1])
 
-    def gather(self, x: Any) -> list[Any] | None:
-        """Every rank's ``x``, ordered by rank, on the chief; ``None`` on the other ranks."""
+    def gather(self, stuff: Any) -> list[Any] | None:
+        """Every rank's ``stuff``, ordered by rank, on the chief; ``None`` on the other ranks."""
         if self.size < 2:
-            return [x]
-        is_hub, values = _run_collective(self._global, "gather", x, "none")
+            return [stuff]
+        is_hub, values = _run_collective(self._global, "gather", stuff, "none")
         return list(values) if is_hub else None
 
-    def broadcast(self, x: Any) -> Any:
-        """The chief's ``x`` on every rank (the other ranks' ``x`` is ignored)."""
+    def broadcast(self, stuff: Any) -> Any:
+        """The chief's ``stuff`` on every rank (the other ranks' ``stuff`` is ignored)."""
         if self.size < 2:
-            return x
+            return stuff
         is_hub, value = _run_collective(
-            self._global, "broadcast", x if self._is_chief else None, "first"
+            self._global, "broadcast", stuff if self._is_chief else None, "first"
         )
         return value[0] if is_hub else value
 
-    def allgather_local(self, x: Any) -> list[Any]:
-        """Every local rank's ``x`` on this node, ordered by local rank."""
+    def allgather_local(self, stuff: Any) -> list[Any]:
+        """Every local rank's ``stuff`` on this node, ordered by local rank."""
         if self.local_size < 2:
-            return [x]
-        return list(_run_collective(self._local, "allgather_local", x, "all")[1])
+            return [stuff]
+        return list(_run_collective(self._local, "allgather_local", stuff, "all")[1])
 
-    def gather_local(self, x: Any) -> list[Any] | None:
-        """This node's ``x`` values, ordered by local rank, on the local chief; ``None`` elsewhere."""
+    def gather_local(self, stuff: Any) -> list[Any] | None:
+        """This node's ``stuff`` values by local rank on the local chief; ``None`` elsewhere."""
         if self.local_size < 2:
-            return [x]
-        is_hub, values = _run_collective(self._local, "gather_local", x, "none")
+            return [stuff]
+        is_hub, values = _run_collective(self._local, "gather_local", stuff, "none")
         return list(values) if is_hub else None
 
-    def broadcast_local(self, x: Any = None) -> Any:
-        """The local chief's ``x`` on every rank of this node."""
+    def broadcast_local(self, stuff: Any = None) -> Any:
+        """The local chief's ``stuff`` on every rank of this node."""
         if self.local_size < 2:
-            return x
-        payload = x if self._is_local_chief else None
+            return stuff
+        payload = stuff if self._is_local_chief else None
         is_hub, value = _run_collective(self._local, "broadcast_local", payload, "first")
         return value[0] if is_hub else value
 

@@ -1,33 +1,74 @@
 """The master client's errors under the names upstream code catches.
 
 ``except errors.NotFoundException`` in code written for Determined catches det's
-``determined.client.NotFoundError``: each name here is an alias of det's class, not a copy.
-``BadRequestException`` is the base of the API errors (``APIError``), as upstream's is of
-``APIException``; ``MasterNotFoundException`` is det's ``MasterNotFoundError`` (a
-``ConnectionError``).
+``determined.client.NotFoundError``: the names of errors det raises are aliases of det's classes,
+not copies, with upstream's hierarchy where it matters: ``BadRequestException`` (det's
+``ClientError``) is the base of every error a call raises, ``MasterNotFoundException`` included;
+``APIException`` (det's ``APIError``, with upstream's ``status_code`` and ``message``) is the base
+of the error statuses. Upstream's errors that det's client never raises are plain classes here, so
+``except`` clauses naming them still work.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from determined.client import (
     APIError,
+    ClientError,
     ForbiddenError,
     MasterNotFoundError,
     NotFoundError,
     UnauthenticatedError,
 )
 
-BadRequestException = APIError
+BadRequestException = ClientError
 APIException = APIError
 NotFoundException = NotFoundError
 UnauthenticatedException = UnauthenticatedError
 InvalidCredentialsException = UnauthenticatedError
 ForbiddenException = ForbiddenError
 MasterNotFoundException = MasterNotFoundError
+DeleteFailedException = APIError
+
+
+class BadResponseException(Exception):
+    """The master's answer could not be understood."""
+
+    def __init__(self, message: str, *args: Any) -> None:
+        super().__init__(message, *args)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class EmptyResultException(BadResponseException):
+    """A lookup that must find something found nothing."""
+
+
+class CorruptTokenCacheException(Exception):
+    """The cached login tokens could not be read (the cache was removed; log in again)."""
+
+    def __init__(self) -> None:
+        super().__init__("the token cache was corrupt and has been removed; please log in again")
+
+
+class CorruptCertificateCacheException(Exception):
+    """The cached master certificates could not be read (the cache was removed)."""
+
+    def __init__(self) -> None:
+        super().__init__("the certificate cache was corrupt and has been removed; try again")
+
 
 __all__ = [
     "APIException",
     "BadRequestException",
+    "BadResponseException",
+    "CorruptCertificateCacheException",
+    "CorruptTokenCacheException",
+    "DeleteFailedException",
+    "EmptyResultException",
     "ForbiddenException",
     "InvalidCredentialsException",
     "MasterNotFoundException",
