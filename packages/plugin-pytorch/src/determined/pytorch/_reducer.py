@@ -178,8 +178,15 @@ class _PyTorchReducerContext:
         if not wanted:
             return {}
         gathered = self._allgather_fn([w.call("per_slot_reduce") for w in wanted])
+        return self.run_cross_slot_reduction(wanted, gathered)
+
+    def run_cross_slot_reduction(
+        self, reducables: list[_WrappedReducer], gathered: list[list[Any]]
+    ) -> dict[str, Any]:
+        """The metrics of ``reducables`` from ``gathered``: one list per rank holding each
+        reducer's ``per_slot_reduce()`` value, in the order of ``reducables``."""
         metrics: dict[str, Any] = {}
-        for index, wrapped in enumerate(wanted):
+        for index, wrapped in enumerate(reducables):
             reduced = wrapped.call("cross_slot_reduce", [slot[index] for slot in gathered])
             if wrapped.name is None:
                 if not isinstance(reduced, dict):

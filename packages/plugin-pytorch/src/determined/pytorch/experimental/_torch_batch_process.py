@@ -183,6 +183,9 @@ def torch_batch_process(
     per_batch = _batch_size(loader_kwargs, batch_size)
     if not isinstance(dataset, Sized):
         raise TypeError("dataset: must implement __len__() (a map-style dataset)")
+    if not logging.getLogger().handlers:
+        # A plain script logs nothing below WARNING: show progress, as upstream's import did.
+        logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     info = det.get_cluster_info()
     _check_launcher(info if distributed_context is None else None)
     storage = default_storage_config(info)
