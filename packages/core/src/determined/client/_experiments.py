@@ -51,6 +51,29 @@ class ExperimentsClient:
             body["validateOnly"] = True
         return r.call(self.session, r.EXPERIMENT_CREATE, body=body)
 
+    def create_unmanaged(self, config: str, *, project_id: int | None = None) -> dict[str, Any]:
+        """Create an unmanaged experiment (one that ``core_v2`` runs outside the master):
+        ``experiment``, ``config``."""
+        body: dict[str, Any] = {"config": config, "unmanaged": True}
+        if project_id is not None:
+            body["projectId"] = project_id
+        return r.call(self.session, r.EXPERIMENT_CREATE, body=body)
+
+    def put_unmanaged(
+        self, external_experiment_id: str, config: str, *, project_id: int | None = None
+    ) -> dict[str, Any]:
+        """The unmanaged experiment with this external id, created on first use (its config is
+        replaced by ``config``): ``experiment``, ``config``."""
+        body: dict[str, Any] = {"config": config, "unmanaged": True}
+        if project_id is not None:
+            body["projectId"] = project_id
+        return r.call(
+            self.session,
+            r.EXPERIMENT_PUT,
+            body=body,
+            external_experiment_id=external_experiment_id,
+        )
+
     def continue_experiment(self, experiment_id: int, override_config: str) -> dict[str, Any]:
         """Run a finished experiment's trials again with ``override_config`` (YAML) merged in."""
         body = {"id": experiment_id, "overrideConfig": override_config}

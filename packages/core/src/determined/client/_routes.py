@@ -142,6 +142,12 @@ USER_SET_PASSWORD = _route("users.set_password", "POST", "/api/v1/users/{user_id
 EXPERIMENTS_LIST = _route("experiments.list", "GET", "/api/v1/experiments")
 EXPERIMENT_CREATE = _route("experiments.create", "POST", "/api/v1/experiments", False)
 EXPERIMENT_CONTINUE = _route("experiments.continue", "POST", "/api/v1/experiments/continue", False)
+EXPERIMENT_PUT = _route(
+    "experiments.put_unmanaged",
+    "PUT",
+    "/api/v1/experiments/by-external-id/{external_experiment_id}",
+    True,  # finds the experiment by its external id: a retry answers the same one
+)
 EXPERIMENT_GET = _route("experiments.get", "GET", "/api/v1/experiments/{experiment_id}")
 EXPERIMENT_PATCH = _route("experiments.patch", "PATCH", "/api/v1/experiments/{experiment_id}")
 EXPERIMENT_DELETE = _route("experiments.delete", "DELETE", "/api/v1/experiments/{experiment_id}")
@@ -169,6 +175,10 @@ EXPERIMENT_BEST_SEARCHER_METRIC = _route(
 
 # ---- trials and runs ------------------------------------------------------------------------------
 TRIAL_GET = _route("trials.get", "GET", "/api/v1/trials/{trial_id}")
+TRIAL_CREATE = _route("trials.create_unmanaged", "POST", "/api/v1/trials", False)
+TRIAL_PUT = _route("trials.put_unmanaged", "PUT", "/api/v1/trials", True)
+TRIAL_PATCH = _route("trials.patch_unmanaged", "PATCH", "/api/v1/trials/{trial_id}", True)
+TRIAL_START = _route("trials.start_unmanaged", "POST", "/api/v1/trials/{trial_id}/start", False)
 TRIAL_KILL = _route("trials.kill", "POST", "/api/v1/trials/{trial_id}/kill", True)
 TRIAL_CHECKPOINTS = _route("trials.checkpoints", "GET", "/api/v1/trials/{trial_id}/checkpoints")
 TRIAL_WORKLOADS = _route("trials.workloads", "GET", "/api/v1/trials/{trial_id}/workloads")

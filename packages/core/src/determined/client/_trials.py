@@ -22,6 +22,47 @@ class TrialsClient:
         """One trial (``trial``)."""
         return r.call(self.session, r.TRIAL_GET, trial_id=trial_id)
 
+    def create_unmanaged(
+        self, experiment_id: int, hparams: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Add a trial to an unmanaged experiment (``trial``, its ``taskId`` included)."""
+        body = {
+            "experimentId": int(experiment_id),
+            "hparams": dict(hparams or {}),
+            "unmanaged": True,
+        }
+        return r.call(self.session, r.TRIAL_CREATE, body=body)
+
+    def put_unmanaged(
+        self,
+        experiment_id: int,
+        external_trial_id: str,
+        hparams: Mapping[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """The unmanaged experiment's trial with this external id, created on first use (its
+        hyperparameters replaced by ``hparams``): ``trial``."""
+        create = {
+            "experimentId": int(experiment_id),
+            "hparams": dict(hparams or {}),
+            "unmanaged": True,
+        }
+        body = {"createTrialRequest": create, "externalTrialId": external_trial_id}
+        return r.call(self.session, r.TRIAL_PUT, body=body)
+
+    def start_unmanaged(self, trial_id: int, *, resume: bool = True) -> dict[str, Any]:
+        """Begin a run of an unmanaged trial: ``trialRunId``, ``stepsCompleted`` and, when an
+        earlier run left one, ``latestCheckpoint`` (without ``resume``, only a new trial starts)."""
+        body = {"trialId": int(trial_id), "resume": resume}
+        return r.call(self.session, r.TRIAL_START, body=body, trial_id=trial_id)
+
+    def patch_unmanaged(self, trial_id: int, state: str | None = None) -> dict[str, Any]:
+        """An unmanaged trial's heartbeat; with ``state`` (``STATE_RUNNING``, ``STATE_COMPLETED``,
+        ``STATE_ERROR``, ...) also its new state. Answers the ``trial``."""
+        body: dict[str, Any] = {"trialId": int(trial_id)}
+        if state is not None:
+            body["state"] = state
+        return r.call(self.session, r.TRIAL_PATCH, body=body, trial_id=trial_id)
+
     def kill(self, trial_id: int | str, *, retry: bool = True) -> dict[str, Any]:
         """Stop a trial for good (``retry=False`` sends the request once)."""
         return r.call(self.session, r.TRIAL_KILL, body={}, idempotent=retry, trial_id=trial_id)

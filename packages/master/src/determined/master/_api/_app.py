@@ -195,6 +195,9 @@ def create_app(master: Master) -> FastAPI:
     app.include_router(_checkpoints.router)
     app.include_router(_models.router)
     app.include_router(_tasks.router)
+    from determined.master._api import _unmanaged
+
+    app.include_router(_unmanaged.router)
     ui.install(app)  # the web UI: /, /login, /experiments, ..., /ui/...; never under /api/v1
 
     return app

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from determined.master._core._model_registry import ModelRegistry
     from determined.master._core._searcher_ops import SearcherOperations
     from determined.master._core._trial_records import TrialRecords
+    from determined.master._core._unmanaged import UnmanagedRuns
     from determined.master._master import Master
 
 
@@ -74,6 +75,11 @@ def registry_of(request: Request) -> ModelRegistry:
 def trial_records_of(request: Request) -> TrialRecords:
     """What running trials record about themselves (status, metadata, logs, alerts)."""
     return master_of(request).manager.trial_records
+
+
+def unmanaged_of(request: Request) -> UnmanagedRuns:
+    """The unmanaged-runs service: experiments and trials core_v2 runs outside the master."""
+    return master_of(request).manager.unmanaged
 
 
 def metrics_writer_of(request: Request) -> MetricsWriter:

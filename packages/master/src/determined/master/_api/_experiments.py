@@ -80,8 +80,10 @@ def create_experiment(
 ) -> dict[str, Any]:
     """Create an experiment from a YAML config and an uploaded context directory."""
     master = master_of(request)
-    if get(body, "unmanaged"):
-        raise APIError(400, "unmanaged experiments are not supported by this master")
+    if bool_param(get(body, "unmanaged")):
+        from determined.master._api._unmanaged import create_unmanaged_experiment
+
+        return create_unmanaged_experiment(request, body, principal, None)
     raw = get(body, "config")
     validated = validate_config(master, raw)
     config = validated.config

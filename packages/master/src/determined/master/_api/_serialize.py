@@ -177,7 +177,8 @@ def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict
         "workspaceName": "Uncategorized",
         "parentArchived": False,
         "projectOwnerId": 1,
-        "unmanaged": False,
+        "unmanaged": bool(row.unmanaged),
+        "externalExperimentId": row.external_experiment_id,
         "error": row.error,
     }
     # Upstream's client bindings require both fields on every experiment object.

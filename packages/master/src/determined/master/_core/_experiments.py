@@ -157,6 +157,10 @@ class Experiments:
         lifecycle = self._lifecycle
         with self._transactions.txn() as session:
             exp = get_experiment(session, exp_id)
+            if exp.unmanaged and action in ("activate", "pause"):
+                raise APIError(
+                    400, f"experiment {exp_id} is unmanaged: its own process runs it, not the master"
+                )
             if action == "activate":
                 lifecycle.activate(session, exp)
             elif action == "pause":
@@ -227,6 +231,8 @@ class Experiments:
         with self._transactions.txn() as session:
             run, exp = get_trial(session, trial_id)
             run.progress = progress
+            if exp.unmanaged:
+                exp.progress = progress
             rid = run.request_id
             if not self._searchers.is_continued(exp.id):
                 self._lifecycle.searcher_event(

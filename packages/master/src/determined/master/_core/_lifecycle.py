@@ -54,8 +54,9 @@ class Lifecycle:
     def searcher_event(
         self, session: Session, exp: Experiment, call: Callable[[Any], list[Any]]
     ) -> None:
-        """Feed one event to the experiment's searcher and apply the actions it answers."""
-        if exp.state in _wire.TERMINAL_STATES:
+        """Feed one event to the experiment's searcher and apply the actions it answers
+        (unmanaged experiments have no searcher on the master)."""
+        if exp.state in _wire.TERMINAL_STATES or exp.unmanaged:
             return
         searcher = self._searchers.of(exp)
         try:

@@ -12,6 +12,7 @@
     Accounts            users, passwords and login sessions
     Checkpoints         checkpoint reports and the files left of them after deletes
     ModelRegistry       models and their versions
+    UnmanagedRuns       experiments and trials core_v2 runs outside the master (never scheduled)
     MetricsWriter       group commit of metric reports (validations go to ``Experiments``)
 
 Each service gets only the services it uses; the REST routes use ``experiments``,
@@ -38,6 +39,7 @@ from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
 from determined.master._core._trial_records import TrialRecords
+from determined.master._core._unmanaged import UnmanagedRuns
 from determined.master.db import Database
 
 
@@ -74,6 +76,7 @@ class Manager:
         self.accounts = Accounts(db)
         self.checkpoints = Checkpoints(db)
         self.model_registry = ModelRegistry(db)
+        self.unmanaged = UnmanagedRuns(self.transactions, self.lifecycle)
         self._metrics_writer: MetricsWriter | None = None
         self._metrics_writer_lock = threading.Lock()
 

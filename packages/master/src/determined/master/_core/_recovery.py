@@ -51,7 +51,10 @@ def recover(
             row.exit_error = "the master restarted"
         exps = list(
             session.scalars(
-                select(Experiment).where(Experiment.state.not_in(_wire.TERMINAL_STATES))
+                select(Experiment).where(
+                    Experiment.state.not_in(_wire.TERMINAL_STATES),
+                    Experiment.unmanaged.is_(False),  # never scheduled: nothing to resume
+                )
             )
         )
         for exp in exps:

@@ -102,6 +102,11 @@ class Experiment(Base):
     weight: Mapped[float] = mapped_column(Float, default=1.0)
     max_slots: Mapped[int | None] = mapped_column(Integer, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    unmanaged: Mapped[bool] = mapped_column(Boolean, default=False)
+    """Created by ``core_v2`` outside the master: never scheduled, its trials report their state."""
+    external_experiment_id: Mapped[str | None] = mapped_column(
+        String(255), nullable=True, unique=True
+    )
 
 
 class ExperimentSnapshot(Base):
@@ -148,7 +153,14 @@ class Run(Base):
         DateTime(timezone=True), nullable=True
     )
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
-    __table_args__ = (Index("ix_runs_experiment_request", "experiment_id", "request_id"),)
+    external_trial_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    """An unmanaged trial's id in the caller's world (a re-run with it finds this trial)."""
+    __table_args__ = (
+        Index("ix_runs_experiment_request", "experiment_id", "request_id"),
+        UniqueConstraint(
+            "experiment_id", "external_trial_id", name="uq_runs_experiment_external_trial"
+        ),
+    )
 
 
 class Metric(Base):
