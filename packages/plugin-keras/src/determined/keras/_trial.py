@@ -21,18 +21,12 @@ logger = logging.getLogger("determined.keras")
 
 InputData = Any
 """What a data-loader builder returns: anything ``model.fit()`` takes as ``x`` — a
-``tf.data.Dataset``, a ``keras.utils.PyDataset``/``Sequence``, or a tuple ``(x, y[, sample_weight])``
-of arrays (batched by the runner with the global batch size)."""
+``tf.data.Dataset``, a ``keras.utils.PyDataset``/``Sequence`` (bare or in a
+:class:`~determined.keras.SequenceAdapter`), or a tuple ``(x, y[, sample_weight])`` of arrays
+(batched by the runner with the global batch size)."""
 
-_FIT_ARGS = (
-    "verbose",
-    "class_weight",
-    "workers",
-    "use_multiprocessing",
-    "max_queue_size",
-    "shuffle",
-    "validation_steps",
-)
+_NOT_GIVEN: Any = object()
+"""configure_fit's default where ``None`` is a meaningful value (class_weight, validation_steps)."""
 
 
 class TFKerasTrialContext:
@@ -58,6 +52,8 @@ class TFKerasTrialContext:
         self.optimizers: list[Any] = []
         self.fit_args: dict[str, Any] = {}
         self._stop_requested = False
+        # The runner sets it from the checkpoint it resumes from, before the trial is built.
+        self._initial_batch = int(self._trial.steps_completed)
 
     # -- the Core API and the trial --------------------------------------------------------------
 
@@ -120,6 +116,11 @@ class TFKerasTrialContext:
     def get_tensorboard_path(self) -> pathlib.Path:
         return self._core.train.get_tensorboard_path()
 
+    def get_initial_batch(self) -> int:
+        """The batch this trial starts at: 0 for a fresh trial (or a warm start), the
+        checkpoint's ``steps_completed`` when it resumes after a pause."""
+        return self._initial_batch
+
     def set_stop_requested(self, stop_requested: bool) -> None:
         """Ask to end training early (after the current epoch)."""
         self._stop_requested = bool(stop_requested)
@@ -143,16 +144,30 @@ class TFKerasTrialContext:
         """Returns ``dataset``: ``fit()`` under a tf.distribute strategy shards it across workers."""
         return dataset
 
-    def configure_fit(self, **kwargs: Any) -> None:
-        """Extra ``fit()`` arguments: verbose, class_weight, workers, use_multiprocessing,
-        max_queue_size, shuffle, validation_steps."""
-        unknown = sorted(set(kwargs) - set(_FIT_ARGS))
-        if unknown:
-            raise TypeError(
-                f"configure_fit: unknown argument(s) {', '.join(unknown)}; "
-                f"accepted: {', '.join(_FIT_ARGS)}"
-            )
-        self.fit_args.update(kwargs)
+    def configure_fit(
+        self,
+        verbose: bool | int | None = None,
+        class_weight: Any = _NOT_GIVEN,
+        workers: int | None = None,
+        use_multiprocessing: bool | None = None,
+        max_queue_size: int | None = None,
+        shuffle: bool | None = None,
+        validation_steps: Any = _NOT_GIVEN,
+    ) -> None:
+        """Extra ``fit()`` arguments, as upstream: an argument left out (or ``None``) keeps what
+        an earlier call set. On Keras 3, whose ``fit()`` has no workers, use_multiprocessing and
+        max_queue_size, those three are set on the data's PyDataset."""
+        given = {
+            "verbose": verbose,
+            "workers": workers,
+            "use_multiprocessing": use_multiprocessing,
+            "max_queue_size": max_queue_size,
+            "shuffle": shuffle,
+        }
+        self.fit_args.update({name: value for name, value in given.items() if value is not None})
+        for name, value in (("class_weight", class_weight), ("validation_steps", validation_steps)):
+            if value is not _NOT_GIVEN:
+                self.fit_args[name] = value
 
 
 class TFKerasTrial(abc.ABC):

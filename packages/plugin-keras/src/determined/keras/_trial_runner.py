@@ -74,6 +74,23 @@ def _batches_per_epoch(data: Any, batch_size: int) -> int | None:
     return None
 
 
+def _initial_batch(core_context: det.core.Context, info: ClusterInfo) -> int:
+    """The batch count the trial resumes at: its checkpoint's, if it continues this trial (a
+    warm start from another trial's checkpoint starts at 0); else what the master says."""
+    from determined.keras._callback_files import STATE_FILE, read_state
+
+    checkpoint = info.latest_checkpoint
+    if not checkpoint:
+        return int(info.trial.steps_completed)
+    with core_context.checkpoint.restore_path(
+        checkpoint, selector=lambda path: path == STATE_FILE
+    ) as path:
+        state = read_state(path)
+    if not state:
+        return int(info.trial.steps_completed)
+    return int(state["steps_completed"]) if state.get("continue_id") == info.trial.trial_id else 0
+
+
 class TFKerasTrialRunner:
     """Runs a TFKerasTrial: builds it, then one ``model.fit()`` with a DeterminedCallback."""
 
@@ -107,12 +124,14 @@ class TFKerasTrialRunner:
         length: int,
         unit: str,
     ) -> None:
-        from determined.keras._callback import DeterminedCallback
+        from determined.keras import _data
         from determined.keras._compat import keras
         from determined.keras._trial import TFKerasTrialContext
+        from determined.keras._trial_callbacks import TrialCallbacks
 
         context_class = getattr(trial_class, "trial_context_class", TFKerasTrialContext)
         context: TFKerasTrialContext = context_class(core_context, info, strategy)
+        context._initial_batch = _initial_batch(core_context, info)
         config = context.get_experiment_config()
         keras.utils.set_random_seed(context.get_trial_seed() % (2**31))
         scope = strategy.scope() if strategy is not None else contextlib.nullcontext()
@@ -123,8 +142,9 @@ class TFKerasTrialRunner:
             raise ValueError(
                 f"{trial_class.__name__}.build_model: return a compiled model (model.compile(...))"
             )
-        train_data = trial.build_training_data_loader()
-        validation_data = trial.build_validation_data_loader()
+        train_data, loader_args = _data.unwrap(trial.build_training_data_loader())
+        # A validation SequenceAdapter's own settings are ignored, as upstream did.
+        validation_data, _ = _data.unwrap(trial.build_validation_data_loader())
         batch_size = context.get_global_batch_size()
 
         epochs = length
@@ -146,23 +166,20 @@ class TFKerasTrialRunner:
                     batches,
                 )
 
-        class _StopRequested(keras.callbacks.Callback):  # type: ignore[misc]
-            def on_epoch_end(self, epoch: int, logs: Any = None) -> None:
-                if context.get_stop_requested():
-                    self.model.stop_training = True
-
-        callbacks = [
-            DeterminedCallback(
-                core_context,
-                checkpoint=info.latest_checkpoint,
-                continue_id=info.trial.trial_id,
-                train_metrics_report_period=int(config.get("scheduling_unit") or 100),
-                checkpoint_epochs=_period_epochs(config, "min_checkpoint_period", 1),
-            ),
-            _StopRequested(),
-            *trial.keras_callbacks(),
-        ]
-        fit_args: dict[str, Any] = {"verbose": 0, **context.fit_args}
+        trial_callbacks = TrialCallbacks(
+            core_context,
+            checkpoint=info.latest_checkpoint,
+            continue_id=info.trial.trial_id,
+            train_metrics_report_period=int(config.get("scheduling_unit") or 100),
+            checkpoint_epochs=_period_epochs(config, "min_checkpoint_period", 1),
+            context=context,
+            trial=trial,
+            callbacks=list(trial.keras_callbacks()),
+            copy_code=det.get_cluster_info() is not None,  # on a master, not Mode.LOCAL
+        )
+        fit_args: dict[str, Any] = _data.apply_loader_args(
+            {"verbose": 0, **context.fit_args}, loader_args, [train_data, validation_data]
+        )
         if isinstance(train_data, tuple):
             x, y, *rest = train_data
             fit_args.update(x=x, y=y, batch_size=batch_size)
@@ -174,7 +191,7 @@ class TFKerasTrialRunner:
             epochs=epochs,
             validation_data=validation_data,
             validation_freq=_period_epochs(config, "min_validation_period", 1),
-            callbacks=callbacks,
+            callbacks=[trial_callbacks],
             **fit_args,
         )
         if context.get_stop_requested() and core_context.distributed.rank == 0:
