@@ -39,6 +39,7 @@ _SUBPACKAGES = {
     "errors": "det-core",
     "experimental": "det-core",
     "launch": "det-core",
+    "lightning": "det-core",
     "searcher": "det-core",
     "storage": "det-core",
     "util": "det-core",

@@ -27,21 +27,20 @@ class _NoBytecodeFinder(importlib.machinery.PathFinder):
     @classmethod
     def find_spec(cls, fullname: str, path: Any = None, target: Any = None) -> Any:
         spec = super().find_spec(fullname, path, target)
-        loader = getattr(spec, "loader", None)
-        if isinstance(loader, importlib.machinery.SourceFileLoader):
-            spec.loader = _NoBytecodeLoader(loader.name, loader.path)
+        if spec is not None and isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            spec.loader = _NoBytecodeLoader(spec.loader.name, spec.loader.path)
         return spec
 
 
 class _NoBytecodeLoader(importlib.machinery.SourceFileLoader):
-    def set_data(self, path: str, data: bytes, *, _mode: int = 0o666) -> None:
+    def set_data(self, path: str, data: Any, *, _mode: int = 0o666) -> None:
         """Write nothing: bytecode caching is off for this directory."""
 
 
 def _module_dir(module: ModuleType) -> str | None:
     """The directory a module was imported from (a package's parent directory)."""
     filename = getattr(module, "__file__", None)
-    if not filename:
+    if not isinstance(filename, str) or not filename:
         return None
     directory, base = os.path.split(os.path.abspath(filename))
     if base == "__init__.py":
@@ -92,7 +91,7 @@ def import_from_path(path: str | os.PathLike[str]) -> Iterator[None]:
                 if module is not None:
                     set_aside[name] = module
         sys.path = [directory, *sys.path]
-        sys.meta_path = [_NoBytecodeFinder, *sys.meta_path]  # type: ignore[list-item]
+        sys.meta_path = [_NoBytecodeFinder(), *sys.meta_path]
         yield
     finally:
         sys.meta_path = saved_meta_path

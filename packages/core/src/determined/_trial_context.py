@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import pathlib
 from typing import TYPE_CHECKING, Any
 
 from determined._info import ClusterInfo
@@ -155,6 +156,10 @@ class TrialContext:
         if stop_requested:
             logger.info("a trial stop was requested: stopping at the end of the current step")
         self._stop_requested = stop_requested
+
+    def get_tensorboard_path(self) -> pathlib.Path:
+        """The directory whose files TensorBoard should read (the Core API context's)."""
+        return self._core.train.get_tensorboard_path()
 
     def get_initial_batch(self) -> int:
         """The number of batches already trained when this run started (from its checkpoint)."""

@@ -19,6 +19,8 @@ import logging
 import math
 import numbers
 import os
+import pathlib
+import random
 import re
 import shutil
 import signal
@@ -54,6 +56,25 @@ def rmtree_nfs_safe(
             time.sleep(2**attempt / 100)
 
 
+def download_gcs_blob_with_backoff(blob: Any, n_retries: int = 32, max_backoff: int = 32) -> Any:
+    """``blob.download_as_string()`` of a Google Cloud Storage blob, retried with exponential
+    backoff (capped at ``max_backoff`` seconds) up to ``n_retries`` times.
+
+    The jitter comes from a private generator, so the caller's ``random`` state is untouched.
+    """
+    download = getattr(blob, "download_as_string", None)
+    if not callable(download):
+        raise TypeError(f"download_gcs_blob_with_backoff: not a GCS blob: {type(blob).__name__}")
+    jitter = random.Random()
+    for attempt in range(n_retries):
+        try:
+            return download()
+        except Exception as exc:  # the GCS client raises many kinds of transient errors
+            logger.debug("GCS download failed (%s), attempt %d of %d", exc, attempt + 1, n_retries)
+            time.sleep(min(2**attempt + jitter.random(), max_backoff))
+    raise RuntimeError(f"downloading {blob!r} failed {n_retries} times")
+
+
 def is_overridden(full_method: Any, parent_class: Any) -> bool:
     """Whether the bound method ``full_method`` is defined below ``parent_class``.
 
@@ -61,7 +82,7 @@ def is_overridden(full_method: Any, parent_class: Any) -> bool:
     """
     if not callable(full_method):
         return False
-    return str(full_method.__qualname__).partition(".")[0] != parent_class.__name__
+    return bool(str(full_method.__qualname__).partition(".")[0] != parent_class.__name__)
 
 
 def has_param(fn: Callable[..., Any], name: str, pos: int | None = None) -> bool:
@@ -176,6 +197,19 @@ def json_encode(obj: Any, indent: str | None = None, sort_keys: bool = False) ->
     """JSON text of ``obj``, with NaN/±Infinity as strings, numpy values as Python values,
     datetimes in ISO format, enums by name and objects with a ``__json__`` method through it."""
     return json.dumps(_jsonable(obj), indent=indent, sort_keys=sort_keys)
+
+
+def write_user_code(path: pathlib.Path, on_cluster: bool) -> None:
+    """Copy the model code into ``path / "code"`` (replacing an older copy), without caches.
+
+    det runs a trial in a directory holding exactly the experiment's context, on a cluster and off
+    it, so the current directory is the code in both cases (``on_cluster`` is kept for callers).
+    """
+    code_path = pathlib.Path(path) / "code"
+    if code_path.exists():
+        rmtree_nfs_safe(code_path)
+    shutil.copytree(".", code_path, ignore=shutil.ignore_patterns("__pycache__"))
+    os.chmod(code_path, 0o755)
 
 
 def filter_duplicates(
@@ -386,6 +420,7 @@ def mask_config_dict(d: dict[str, Any]) -> dict[str, Any]:
 __all__ = [
     "calculate_batch_sizes",
     "check_sshd",
+    "download_gcs_blob_with_backoff",
     "filter_duplicates",
     "force_create_symlink",
     "forward_signals",
@@ -400,8 +435,10 @@ __all__ = [
     "make_timing_log",
     "mask_checkpoint_storage",
     "mask_config_dict",
+    "match_legacy_trial_class",
     "merge_dicts",
     "rmtree_nfs_safe",
     "signal_process_tree",
     "validate_batch_metrics",
+    "write_user_code",
 ]

@@ -184,6 +184,12 @@ TRIAL_CHECKPOINTS = _route("trials.checkpoints", "GET", "/api/v1/trials/{trial_i
 TRIAL_WORKLOADS = _route("trials.workloads", "GET", "/api/v1/trials/{trial_id}/workloads")
 TRIAL_LOGS = _route("trials.logs", "GET", "/api/v1/trials/{trial_id}/logs")
 TRIALS_METRICS = _route("trials.metrics", "GET", "/api/v1/trials/metrics/trial_metrics")
+TRIALS_TRAINING_METRICS = _route(
+    "trials.training_metrics", "GET", "/api/v1/trials/metrics/training_metrics"
+)
+TRIALS_VALIDATION_METRICS = _route(
+    "trials.validation_metrics", "GET", "/api/v1/trials/metrics/validation_metrics"
+)
 TRIAL_REPORT_METRICS = _route("trials.report_metrics", "POST", "/api/v1/trials/{trial_id}/metrics")
 TRIAL_REPORT_METRICS_BATCH = _route(
     "trials.report_metrics_batch", "POST", "/api/v1/trials/{trial_id}/metrics/batch"

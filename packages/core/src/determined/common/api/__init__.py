@@ -7,15 +7,24 @@ client sessions, so ``bindings`` functions and ``determined.client.Client`` both
 from __future__ import annotations
 
 from determined._info import canonicalize_master_url
+from determined.client import hash_password
 from determined.common.api import bindings, errors
 from determined.common.api._session import BaseSession, Session, TaskSession, UnauthSession
+from determined.common.api._util import PageOpts, get_default_master_url, read_paginated
+
+salt_and_hash = hash_password
+"""Upstream's name for the password hash a Determined client sends."""
 
 __all__ = [
     "BaseSession",
+    "PageOpts",
     "Session",
     "TaskSession",
     "UnauthSession",
     "bindings",
     "canonicalize_master_url",
     "errors",
+    "get_default_master_url",
+    "read_paginated",
+    "salt_and_hash",
 ]

@@ -425,6 +425,14 @@ class v1GetMetricsResponse(Message):
     _types = {"metrics": v1MetricsReport}
 
 
+class v1GetTrainingMetricsResponse(Message):
+    _types = {"metrics": v1MetricsReport}
+
+
+class v1GetValidationMetricsResponse(Message):
+    _types = {"metrics": v1MetricsReport}
+
+
 class v1GetTrialMetricsByCheckpointResponse(Message):
     _types = {"metrics": v1MetricsReport}
 

@@ -1,6 +1,6 @@
 """Upstream's ``api.Session`` family, built on det's ``determined.client.Session``.
 
-Upstream code makes raw calls with ``session.get("/api/v1/...").json()`` and passes the session to
+Upstream code makes raw calls with ``session.get(path).json()`` and passes the session to
 the generated ``bindings``. These classes keep that interface (``get/post/patch/put/delete``
 returning a ``requests.Response``, the context manager, ``with_retry``) and are det client
 sessions too, so they also work with ``determined.client.Client`` and det's SDK. Error statuses
@@ -66,7 +66,6 @@ class BaseSession(ClientSession):
             max_retries=_retries(max_retries),
         )
         self.master = self.master_url
-        self.cert = cert
         self._max_retries = max_retries
 
     def __enter__(self: S) -> S:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from determined.client import ROUTES, APIError
+from determined.client import Session as ClientSession
 from determined.client import _routes as routes
 from determined.common.api._messages import *  # noqa: F403  (upstream's names live here)
 from determined.common.api._messages import (
@@ -42,6 +43,7 @@ from determined.common.api._messages import (
     v1GetModelsResponse,
     v1GetModelVersionResponse,
     v1GetModelVersionsResponse,
+    v1GetTrainingMetricsResponse,
     v1GetTrialCheckpointsResponse,
     v1GetTrialMetricsByCheckpointResponse,
     v1GetTrialMetricsByModelVersionResponse,
@@ -49,6 +51,7 @@ from determined.common.api._messages import (
     v1GetUserByUsernameResponse,
     v1GetUserResponse,
     v1GetUsersResponse,
+    v1GetValidationMetricsResponse,
     v1PatchExperimentResponse,
     v1PatchModelResponse,
     v1PatchModelVersionResponse,
@@ -73,6 +76,8 @@ class _Binding:
     """Upstream's keyword -> the route's path parameter."""
     query: tuple[str, ...] = ()
     """Upstream's keywords sent as query parameters (under the same names)."""
+    required: tuple[str, ...] = ()
+    """The query keywords upstream requires (the others default to ``None``)."""
     body: bool = False
     response: type[Message] | None = None
     stream: bool = False
@@ -170,7 +175,23 @@ _BINDINGS: dict[str, _Binding] = {
         response=v1GetTrialCheckpointsResponse,
     ),
     "get_GetMetrics": _Binding(
-        "trials.metrics", query=("group", "trialIds"), response=v1GetMetricsResponse, stream=True
+        "trials.metrics",
+        query=("group", "trialIds"),
+        required=("group", "trialIds"),
+        response=v1GetMetricsResponse,
+        stream=True,
+    ),
+    "get_GetTrainingMetrics": _Binding(
+        "trials.training_metrics",
+        query=("trialIds",),
+        response=v1GetTrainingMetricsResponse,
+        stream=True,
+    ),
+    "get_GetValidationMetrics": _Binding(
+        "trials.validation_metrics",
+        query=("trialIds",),
+        response=v1GetValidationMetricsResponse,
+        stream=True,
     ),
     # checkpoints
     "get_GetCheckpoint": _Binding(
@@ -257,10 +278,11 @@ def _body_json(body: Any) -> Any:
 def _make_function(name: str, binding: _Binding) -> Callable[..., Any]:
     route = ROUTES[binding.route]
 
-    def call(session: routes.Session, **kwargs: Any) -> Any:
+    def call(session: ClientSession, **kwargs: Any) -> Any:
         expected = set(binding.path) | set(binding.query) | ({"body"} if binding.body else set())
         unknown = set(kwargs) - expected
-        missing = (set(binding.path) | ({"body"} if binding.body else set())) - set(kwargs)
+        required = set(binding.path) | set(binding.required) | ({"body"} if binding.body else set())
+        missing = required - set(kwargs)
         if unknown or missing:
             raise TypeError(
                 f"{name}() got unexpected keywords {sorted(unknown)}"
@@ -281,10 +303,12 @@ def _make_function(name: str, binding: _Binding) -> Callable[..., Any]:
         return binding.response.from_json(answer) if binding.response is not None else None
 
     parameters = [inspect.Parameter("session", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    keywords = [*(["body"] if binding.body else []), *binding.path]
+    keywords = [*(["body"] if binding.body else []), *binding.path, *binding.required]
     parameters += [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY) for k in keywords]
     parameters += [
-        inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=None) for k in binding.query
+        inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=None)
+        for k in binding.query
+        if k not in binding.required
     ]
     call.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
     call.__name__ = call.__qualname__ = name
@@ -294,7 +318,7 @@ def _make_function(name: str, binding: _Binding) -> Callable[..., Any]:
 
 
 def _stream(
-    session: routes.Session,
+    session: ClientSession,
     route: routes.Route,
     binding: _Binding,
     params: dict[str, Any],

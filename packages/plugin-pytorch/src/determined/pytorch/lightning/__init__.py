@@ -3,6 +3,8 @@
 - :class:`DetLogger` reports what a LightningModule logs as det training/validation metrics;
 - :class:`DetCallback` checkpoints to det storage, honours preemption, reports searcher progress and
   resumes from the trial's latest checkpoint;
+- :class:`CoreV2DetLogger` is upstream's ``determined.lightning.experimental.DetLogger``: a
+  DetLogger that starts its own Core API run through ``determined.experimental.core_v2``;
 - :func:`fit` wires both into a ``pl.Trainer`` and runs a LightningModule as a trial.
 
 Both classes work from an ordinary ``pl.Trainer`` in a plain script, on a det cluster or off it::
@@ -15,7 +17,15 @@ Both classes work from an ordinary ``pl.Trainer`` in a plain script, on a det cl
 
 from determined.pytorch.lightning._callback import DetCallback
 from determined.pytorch.lightning._checkpoints import CHECKPOINT_FILE
+from determined.pytorch.lightning._core_v2_logger import CoreV2DetLogger
 from determined.pytorch.lightning._fit import fit, trial_hparams
 from determined.pytorch.lightning._logger import DetLogger
 
-__all__ = ["CHECKPOINT_FILE", "DetCallback", "DetLogger", "fit", "trial_hparams"]
+__all__ = [
+    "CHECKPOINT_FILE",
+    "CoreV2DetLogger",
+    "DetCallback",
+    "DetLogger",
+    "fit",
+    "trial_hparams",
+]
