@@ -146,3 +146,29 @@ def test_custom_searcher_section_is_kept_for_unmanaged_searches(client: Client) 
     answer = client.experiments.put_unmanaged("ray-search-1", _config(searcher=searcher))
     assert answer["config"]["searcher"] == searcher
     assert answer["experiment"]["searcherType"] == "custom"
+
+
+def test_web_ui_shows_unmanaged_experiments(client: Client, sqlite_master: Any) -> None:
+    import requests
+
+    config = _config(name="unmanaged-in-the-ui")
+    exp_id = client.experiments.create_unmanaged(config)["experiment"]["id"]
+    trial_id = client.trials.create_unmanaged(exp_id, {"lr": 0.5})["trial"]["id"]
+    client.trials.start_unmanaged(trial_id)
+    MasterClient(client.session).report_trial_metrics(
+        trial_id, 1, "validation", {"loss": 0.25}, steps_completed=3
+    )
+    web = requests.Session()
+    web.cookies.set("auth", str(client.session.token))
+    for path in (
+        "/experiments",
+        "/ui/partials/experiments",
+        f"/experiments/{exp_id}",
+        f"/ui/partials/experiments/{exp_id}",
+        f"/trials/{trial_id}",
+        f"/ui/partials/trials/{trial_id}",
+    ):
+        page = web.get(str(sqlite_master.url) + path, timeout=30)
+        assert page.status_code == 200, (path, page.text[:500])
+    listing = web.get(str(sqlite_master.url) + "/ui/partials/experiments", timeout=30).text
+    assert "unmanaged-in-the-ui" in listing
