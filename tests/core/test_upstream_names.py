@@ -50,6 +50,7 @@ UPSTREAM_PARAMS: dict[str, list[str]] = {
     "det.TrialContext.get_tensorboard_path": [],
     "det.TrialContext.get_initial_batch": [],
     "det.import_from_path": ["path"],
+    "det.InvalidHP": ["msg="],
     "det.util.merge_dicts": ["base_dict", "source_dict"],
     "det.util.calculate_batch_sizes": ["hparams", "slots_per_trial", "trialname"],
     "det.util.make_timing_log": ["verb", "duration", "num_inputs", "num_batches"],

@@ -11,6 +11,12 @@ class InvalidHP(Exception):
     ``exit()``: the script goes on after the block and ends as it would (exit 0 on-cluster).
     """
 
+    def __init__(self, msg: str = "...") -> None:
+        if not isinstance(msg, str):
+            raise TypeError(f"InvalidHP: the message must be a str, not {type(msg).__name__}")
+        super().__init__(msg)
+        self.msg = msg
+
 
 class CollectiveError(RuntimeError):
     """A collective operation (allgather, broadcast, ...) failed or timed out on some rank."""
