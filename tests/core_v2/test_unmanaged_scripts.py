@@ -239,3 +239,26 @@ def test_torch_distributed_ranks_report_as_one_trial(
         assert ckpt.metadata["rank_0"] == ckpt.metadata["rank_1"] == "ok"
         files = sorted(p.name for p in (storage / ckpt.uuid).iterdir())
         assert "state_0" in files and "state_1" in files
+
+
+def test_launched_by_the_master_the_same_script_joins_its_trial(
+    sdk: Any, tmp_path: pathlib.Path
+) -> None:
+    """Upstream's 1.yaml: the master runs the script; core_v2.init() ignores Config and reports
+    to the trial the master started (no unmanaged experiment is created)."""
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "singleton.py").write_text((SCRIPTS / "singleton.py").read_text())
+    config = {
+        "name": "core-v2-managed",
+        "entrypoint": "python3 singleton.py ignored-name 10",
+        "searcher": {"name": "single", "metric": "x"},
+        "max_restarts": 0,
+    }
+    exp = sdk.create_experiment(config, str(context))
+    assert exp.wait(interval=0.1, timeout=TIMEOUT).name == "COMPLETED"
+    (trial,) = exp.list_trials()
+    assert len(list(trial.iter_metrics("training"))) == 10
+    raw = sdk._api.experiments.get(exp.id)["experiment"]
+    assert raw["unmanaged"] is False and raw["name"] == "core-v2-managed"
+    assert not [e for e in sdk.list_experiments(name="ignored-name")]
