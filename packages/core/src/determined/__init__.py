@@ -45,6 +45,7 @@ _SUBPACKAGES = {
     "util": "det-core",
     "pytorch": "det-plugin-pytorch",
     "keras": "det-plugin-keras",
+    "transformers": "det-plugin-transformers",
     "estimator": "det-plugin-estimator",
     "master": "det-master",
     "cli": "det-cli",
