@@ -172,3 +172,23 @@ def test_web_ui_shows_unmanaged_experiments(client: Client, sqlite_master: Any) 
         assert page.status_code == 200, (path, page.text[:500])
     listing = web.get(str(sqlite_master.url) + "/ui/partials/experiments", timeout=30).text
     assert "unmanaged-in-the-ui" in listing
+
+
+def test_trials_without_a_heartbeat_are_marked_error(client: Client, sqlite_master: Any) -> None:
+    import datetime
+
+    from determined.master.db import Run, utcnow
+
+    exp_id = client.experiments.create_unmanaged(_config())["experiment"]["id"]
+    silent = client.trials.create_unmanaged(exp_id)["trial"]["id"]
+    alive = client.trials.create_unmanaged(exp_id)["trial"]["id"]
+    for trial_id in (silent, alive):
+        client.trials.start_unmanaged(trial_id)
+    with sqlite_master.db.write() as session:
+        session.get(Run, silent).last_activity = utcnow() - datetime.timedelta(minutes=6)
+    assert sqlite_master.manager.unmanaged.mark_lost_trials() == [silent]
+    assert client.trials.get(silent)["trial"]["state"] == "STATE_ERROR"
+    assert client.trials.get(alive)["trial"]["state"] == "STATE_RUNNING"
+    assert client.experiments.get(exp_id)["experiment"]["state"] == "STATE_RUNNING"
+    client.trials.patch_unmanaged(alive, "STATE_COMPLETED")
+    assert client.experiments.get(exp_id)["experiment"]["state"] == "STATE_COMPLETED"

@@ -106,8 +106,9 @@ class Manager:
         self.events.master_url = url
 
     def start_dispatcher(self) -> None:
-        """Start handling resource-manager events."""
+        """Start handling resource-manager events (and watching for lost unmanaged trials)."""
         self.events.start()
+        self.unmanaged.start_watchdog()
 
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Block until queued resource-manager events are handled (tests and shutdown)."""
@@ -123,6 +124,7 @@ class Manager:
             self._metrics_writer.close()
         self.events.stop()
         self.allocations.close()
+        self.unmanaged.stop_watchdog()
 
     def _start_gc(self, exp_id: int) -> None:
         from determined.master._core._gc import collect_experiment

@@ -5,12 +5,16 @@ itself; the master never schedules it, runs no searcher for it and launches no p
 say what state they are in (``PATCH /api/v1/trials/{id}``) and start each run themselves
 (``POST /api/v1/trials/{id}/start``), which answers the checkpoint to resume from. The experiment's
 state follows its trials': RUNNING while any runs, else COMPLETED, ERROR or PAUSED (upstream's
-order). Metrics and checkpoints go through the ordinary report routes.
+order). Metrics and checkpoints go through the ordinary report routes. A RUNNING trial that sends
+no heartbeat for five minutes (its process died without ``close()``) is marked ERROR, as upstream.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
+import logging
+import threading
 import uuid
 from typing import Any
 
@@ -19,6 +23,7 @@ from sqlalchemy.orm import Session
 
 from determined.master._core._experiments import get_experiment, get_trial
 from determined.master._core._lifecycle import Lifecycle
+from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
 from determined.master._wire import TERMINAL_STATES, APIError, as_utc
 from determined.master.db import (
@@ -50,6 +55,13 @@ TRIAL_STATES = (
 _EXPERIMENT_STATE_RANK = {"PAUSED": 10, "ERROR": 20, "COMPLETED": 30, "RUNNING": 40}
 """An unmanaged experiment takes the highest-ranked state among its trials (upstream's rule)."""
 
+LOST_AFTER_SECONDS = 300.0
+"""A RUNNING unmanaged trial with no heartbeat for this long is marked ERROR (upstream's 5 min)."""
+WATCHDOG_SECONDS = 60.0
+"""How often the master looks for lost unmanaged trials."""
+
+logger = logging.getLogger("determined.master")
+
 
 @dataclasses.dataclass(frozen=True)
 class StartedRun:
@@ -66,6 +78,8 @@ class UnmanagedRuns:
     def __init__(self, transactions: Transactions, lifecycle: Lifecycle) -> None:
         self._transactions = transactions
         self._lifecycle = lifecycle
+        self._watchdog_stop = threading.Event()
+        self._watchdog: threading.Thread | None = None
 
     def put_experiment(
         self,
@@ -187,6 +201,62 @@ class UnmanagedRuns:
                     run.end_time = None
                 self._lifecycle.set_trial_state(session, run, state)
                 _update_experiment_state(session, exp)
+
+    def mark_lost_trials(self, lost_after: float = LOST_AFTER_SECONDS) -> list[int]:
+        """Mark ERROR every RUNNING unmanaged trial silent for ``lost_after`` seconds (its end
+        time is its last heartbeat); returns their ids."""
+        cutoff = utcnow() - datetime.timedelta(seconds=lost_after)
+        with self._transactions.txn() as session:
+            rows = session.execute(
+                select(Run, Experiment)
+                .join(Experiment, Run.experiment_id == Experiment.id)
+                .where(Experiment.unmanaged.is_(True), Run.state == "RUNNING")
+            ).all()
+            lost: list[int] = []
+            experiments: dict[int, Experiment] = {}
+            for run, exp in rows:
+                last = as_utc(run.last_activity)
+                if last is not None and last >= cutoff:
+                    continue
+                master_log(
+                    session,
+                    run.task_id,
+                    f"no heartbeat from unmanaged trial {run.id} for {lost_after:.0f} s: "
+                    "its process is gone",
+                    "LOG_LEVEL_ERROR",
+                )
+                self._lifecycle.set_trial_state(session, run, "ERROR")
+                run.end_time = last or utcnow()
+                lost.append(run.id)
+                experiments[exp.id] = exp
+            for exp in experiments.values():
+                _update_experiment_state(session, exp)
+        if lost:
+            logger.info("master: marked lost unmanaged trials ERROR: %s", lost)
+        return lost
+
+    def start_watchdog(self, interval: float = WATCHDOG_SECONDS) -> None:
+        """Look for lost unmanaged trials every ``interval`` seconds, on a daemon thread."""
+        if self._watchdog is not None:
+            return
+        self._watchdog_stop.clear()
+
+        def watch() -> None:
+            while not self._watchdog_stop.wait(interval):
+                try:
+                    self.mark_lost_trials()
+                except Exception:
+                    logger.exception("master: looking for lost unmanaged trials failed")
+
+        self._watchdog = threading.Thread(target=watch, name="det-unmanaged-watchdog", daemon=True)
+        self._watchdog.start()
+
+    def stop_watchdog(self) -> None:
+        """Stop the lost-trial watchdog."""
+        self._watchdog_stop.set()
+        if self._watchdog is not None:
+            self._watchdog.join(timeout=5)
+            self._watchdog = None
 
 
 def _unmanaged_trial(session: Session, trial_id: int) -> tuple[Run, Experiment]:
