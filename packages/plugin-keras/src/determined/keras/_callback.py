@@ -312,7 +312,6 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
                     "validation_length": self._validation_length,
                 }
                 write_state(path, state)
-            self._after_save(path)
         self._ckpt_steps = self._steps_completed
 
     def _restore(self, checkpoint: str) -> None:
@@ -325,9 +324,7 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
             if (path / OPTIMIZER_FILE).exists():
                 load_optimizer(self.model, path / OPTIMIZER_FILE)
             state = read_state(path)
-            continues = bool(state) and state.get("continue_id") == self._continue_id
-            self._after_restore(path, continues)
-        if continues:
+        if state and state.get("continue_id") == self._continue_id:
             self._steps_completed = int(state["steps_completed"])
             self._ckpt_steps = self._steps_completed
             self._last_train_epoch = int(state["epoch"])
@@ -345,14 +342,6 @@ class DeterminedCallback(keras.callbacks.ProgbarLogger):  # type: ignore[misc]
             logger.info(
                 "warm start from checkpoint %s: its weights, training from epoch 0", checkpoint
             )
-
-    def _after_save(self, path: pathlib.Path) -> None:
-        """Called on every rank once a checkpoint's files are written, before it is reported
-        (the TFKerasTrial runner adds its files here)."""
-
-    def _after_restore(self, path: pathlib.Path, continues: bool) -> None:
-        """Called on every rank while a restored checkpoint's files are readable; ``continues``
-        says whether it resumes this run (same ``continue_id``) or is a warm start."""
 
     # -- helpers -----------------------------------------------------------------------------------
 

@@ -5,7 +5,7 @@ them itself, so that det can:
 
 - fire :class:`determined.keras.callbacks.Callback`'s extra hooks: ``on_train_workload_begin/end``
   around every ``scheduling_unit`` batches (the training-metrics reports), ``on_checkpoint_end``
-  once a checkpoint's files are written;
+  once a checkpoint holds the model;
 - save every such callback's ``get_state()`` with each checkpoint and give it back with
   ``load_state()`` on resume, after all ``on_train_begin`` hooks (which reset Keras's counters);
 - hide an epoch cut short by a pause from them (its batches run again after the resume);
@@ -28,6 +28,7 @@ import numpy as np
 
 from determined.keras import _compat
 from determined.keras._callback import DeterminedCallback
+from determined.keras._callback_files import read_state
 from determined.keras._callback_reporting import metrics_with_counters
 from determined.keras.callbacks import Callback, TensorBoard
 
@@ -233,9 +234,18 @@ class TrialCallbacks(DeterminedCallback):
 
     # -- checkpoint files --------------------------------------------------------------------------
 
-    def _after_save(self, path: pathlib.Path) -> None:
-        if not self._is_chief:
-            return
+    def save_model(self, model: Any, path: str, distributed: core.DistributedContext) -> None:
+        super().save_model(model, path, distributed)
+        if distributed.rank == 0:
+            self._save_trial_files(pathlib.Path(path).parent)
+
+    def load_model(self, model: Any, path: str, distributed: core.DistributedContext) -> None:
+        super().load_model(model, path, distributed)
+        directory = pathlib.Path(path).parent
+        continues = read_state(directory).get("continue_id") == self._continue_id
+        self._load_callback_states(directory, continues)
+
+    def _save_trial_files(self, path: pathlib.Path) -> None:
         states = []
         for callback in self._all:
             state = callback.get_state() if isinstance(callback, Callback) else None
@@ -268,7 +278,7 @@ class TrialCallbacks(DeterminedCallback):
         for callback in self._det_callbacks:
             callback.on_checkpoint_end(str(path))
 
-    def _after_restore(self, path: pathlib.Path, continues: bool) -> None:
+    def _load_callback_states(self, path: pathlib.Path, continues: bool) -> None:
         state_file = path / CALLBACKS_STATE_FILE
         if not continues or not state_file.exists():
             return  # a warm start, or a checkpoint of plain DeterminedCallback: fresh callbacks

@@ -77,7 +77,7 @@ class Callback(keras.callbacks.Callback):  # type: ignore[misc]
         ``batches``/``epochs`` counters (what det reports as training metrics)."""
 
     def on_checkpoint_end(self, checkpoint_dir: str) -> None:
-        """Once the checkpoint's files are written into ``checkpoint_dir`` and before it is
+        """Once the model is written into ``checkpoint_dir`` and before the checkpoint is
         stored: files written there become part of the checkpoint (the chief only)."""
 
     def get_state(self) -> Any:
