@@ -262,3 +262,27 @@ def test_launched_by_the_master_the_same_script_joins_its_trial(
     raw = sdk._api.experiments.get(exp.id)["experiment"]
     assert raw["unmanaged"] is False and raw["name"] == "core-v2-managed"
     assert not [e for e in sdk.list_experiments(name="ignored-name")]
+
+
+def test_init_again_in_one_process_finishes_the_first_run(env: dict[str, str], sdk: Any) -> None:
+    """A process that runs several trials one after the other (a Ray worker, a notebook): each
+    init() closes the run before it; the last one is closed at exit."""
+    names = [unique("unmanaged-again"), unique("unmanaged-again")]
+    code = (
+        "from determined.experimental import core_v2\n"
+        f"for name in {names!r}:\n"
+        "    core_v2.init(config=core_v2.Config(name=name))\n"
+        "    print('experiment id:', core_v2.info.trial.experiment_id, flush=True)\n"
+        "    core_v2.train.report_training_metrics(steps_completed=1, metrics={'loss': 1.0})\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    ids = [int(n) for n in re.findall(r"experiment id: (\d+)", proc.stdout)]
+    assert len(ids) == 2 and ids[0] != ids[1]
+    for exp_id in ids:
+        exp = sdk.get_experiment(exp_id)
+        assert exp.state.name == "COMPLETED"
+        (trial,) = exp.list_trials()
+        assert [m.steps_completed for m in trial.iter_metrics("training")] == [1]
