@@ -78,6 +78,15 @@ UPSTREAM_PARAMS: dict[str, list[str]] = {
     "api.BaseSession.patch": ["path", "*", "params=", "json=", "data=", "headers=", "timeout="],
     "api.BaseSession.put": ["path", "*", "params=", "json=", "data=", "headers=", "timeout="],
     "api.BaseSession.with_retry": ["max_retries"],
+    "errors.BadRequestException": ["message", "*args"],
+    "errors.APIException": ["response", "*args"],
+    "errors.NotFoundException": ["error_message"],
+    "errors.ForbiddenException": ["message="],
+    "errors.UnauthenticatedException": ["message="],
+    "errors.InvalidCredentialsException": [],
+    "errors.MasterNotFoundException": ["message", "*args"],
+    "errors.DeleteFailedException": ["error_message"],
+    "errors.BadResponseException": ["message", "*args"],
     "api.read_paginated": ["get_with_offset", "offset=", "pages="],
     "api.get_default_master_url": [],
     "bindings.get_GetMaster": ["session"],
@@ -98,7 +107,7 @@ UPSTREAM_PARAMS: dict[str, list[str]] = {
     ],
 }
 
-NAMESPACES = {"core": core, "det": det, "api": api, "bindings": bindings}
+NAMESPACES = {"core": core, "det": det, "api": api, "bindings": bindings, "errors": errors}
 
 
 def _resolve(dotted: str) -> Any:
@@ -427,6 +436,18 @@ def test_errors_map_from_the_client(session: api.Session, module_master: Any) ->
         down.get("/api/v1/master")
     assert isinstance(unreachable.value, errors.BadRequestException)
     assert isinstance(unreachable.value, ConnectionError)
+
+
+def test_upstream_errors_keep_upstream_constructors() -> None:
+    from determined import client
+
+    assert str(errors.NotFoundException("gone")) == "gone"
+    assert errors.NotFoundException("gone").status_code == 404
+    assert str(errors.ForbiddenException("no")).startswith("Forbidden(no)")
+    assert isinstance(errors.InvalidCredentialsException(), errors.UnauthenticatedException)
+    raised = client.UnauthenticatedError("POST", "/login", 401, "invalid credentials")
+    assert isinstance(raised, errors.InvalidCredentialsException)  # a refused login, as upstream
+    assert raised.status == raised.status_code == 401
 
 
 def test_bindings_messages_round_trip() -> None:

@@ -339,7 +339,9 @@ def test_upstream_import_paths() -> None:
 
         importlib.reload(old)
     assert old.Determined is client.Determined
-    assert errors.NotFoundException.__name__ == "NotFoundError"
+    from determined.client import NotFoundError
+
+    assert issubclass(NotFoundError, errors.NotFoundException)
 
 
 def test_sdk_imports_nothing_heavy() -> None:

@@ -1,35 +1,30 @@
 """The master client's errors under the names upstream code catches.
 
-``except errors.NotFoundException`` in code written for Determined catches det's
-``determined.client.NotFoundError``: the names of errors det raises are aliases of det's classes,
-not copies, with upstream's hierarchy where it matters: ``BadRequestException`` (det's
-``ClientError``) is the base of every error a call raises, ``MasterNotFoundException`` included;
-``APIException`` (det's ``APIError``, with upstream's ``status_code`` and ``message``) is the base
-of the error statuses. Upstream's errors that det's client never raises are plain classes here, so
-``except`` clauses naming them still work.
+Each upstream name is the base class det's client error derives from (with upstream's
+constructor), so ``except errors.NotFoundException`` in code written for Determined catches det's
+``determined.client.NotFoundError``: ``BadRequestException`` (det's ``ClientError``) is the base
+of every error a call raises, ``MasterNotFoundException`` included; ``APIException`` is the base of
+the error statuses; ``UnauthenticatedException`` and ``InvalidCredentialsException`` catch every
+401. Upstream's errors that det's client never raises are plain classes here, so ``except``
+clauses naming them still work.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from determined.client import (
-    APIError,
-    ClientError,
-    ForbiddenError,
-    MasterNotFoundError,
-    NotFoundError,
-    UnauthenticatedError,
+from determined.client import ClientError, MasterNotFoundError
+from determined.client._errors import (
+    APIException,
+    DeleteFailedException,
+    ForbiddenException,
+    InvalidCredentialsException,
+    NotFoundException,
+    UnauthenticatedException,
 )
 
 BadRequestException = ClientError
-APIException = APIError
-NotFoundException = NotFoundError
-UnauthenticatedException = UnauthenticatedError
-InvalidCredentialsException = UnauthenticatedError
-ForbiddenException = ForbiddenError
 MasterNotFoundException = MasterNotFoundError
-DeleteFailedException = APIError
 
 
 class BadResponseException(Exception):
