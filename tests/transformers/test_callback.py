@@ -7,7 +7,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import logging
+import os
 import pathlib
+import subprocess
+import sys
 from types import ModuleType
 
 import pytest
@@ -148,3 +151,24 @@ def test_searcher_length_matches_the_trainers(
 def test_searcher_length_mismatch_is_an_error(searcher: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         check_searcher_length(searcher, 16, 3.0)
+
+
+def test_example_trains_off_cluster(tmp_path: pathlib.Path) -> None:
+    """examples/transformers/train.py as a user runs it: ``python train.py``, no master."""
+    example = pathlib.Path(__file__).resolve().parents[2] / "examples" / "transformers" / "train.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
+    env["XDG_DATA_HOME"] = str(tmp_path / "data")  # det's default local checkpoint storage
+    result = subprocess.run(
+        [sys.executable, str(example), "--max-steps", "4"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    # the end of training forces an evaluation and a checkpoint of the last step
+    assert "validation metrics at step 4:" in result.stdout, result.stdout
+    (metadata,) = (tmp_path / "data").rglob("metadata.json")
+    assert json.loads(metadata.read_text())["steps_completed"] == 4
+    assert (metadata.parent / "checkpoint-4" / "my_data.json").exists()

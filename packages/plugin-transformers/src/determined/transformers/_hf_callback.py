@@ -24,6 +24,8 @@ Differences from upstream's callback (fixes, on purpose):
   transformers 5 removed, is honoured where it exists.
 - An evaluation outside ``train()`` (``state.epoch`` is ``None``) reports no ``epochs`` metric
   rather than a ``None`` validation metric, which det refuses.
+- With ``eval_strategy="no"`` no evaluation is forced at the end of training (upstream forced one,
+  which fails without an evaluation dataset).
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 from typing import TYPE_CHECKING, Any
 
 import transformers
@@ -55,7 +56,6 @@ TRAIN = "train_"
 USER_DATA_FILE = "my_data.json"
 """Where ``user_data`` is written inside every checkpoint (upstream's name)."""
 _SPEED_SUFFIXES = ("_runtime", "_per_second", "_compilation_time")
-_CHECKPOINT_DIR = re.compile(r"^checkpoint-(\d+)$")
 
 
 def get_metric_type(logs: dict[str, Any]) -> str:
@@ -152,7 +152,7 @@ class DetCallback(transformers.TrainerCallback):  # type: ignore[misc]
         steps = self.core_context.checkpoint.get_metadata(latest_checkpoint).get("steps_completed")
         checkpoint_path = os.path.join(args.output_dir, f"checkpoint-{steps}")
         if steps is None or not os.path.isdir(checkpoint_path):
-            checkpoint_path = trainer_utils.get_last_checkpoint(args.output_dir)
+            checkpoint_path = trainer_utils.get_last_checkpoint(args.output_dir)  # type: ignore[no-untyped-call]
         args.resume_from_checkpoint = checkpoint_path
         logger.info(f"latest checkpoint {latest_checkpoint} downloaded to {checkpoint_path}")
 
