@@ -1,5 +1,6 @@
 """The master's unmanaged-run routes through det's typed client: upstream's JSON shapes, external
-ids, run starts, state patches, and that the master never schedules or recovers such runs."""
+ids, run starts, state patches, and that the master never schedules or recovers such runs; on
+SQLite and on PostgreSQL (the root conftest's ``master``)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ def storage(tmp_path: pathlib.Path) -> None:
 
 
 @pytest.fixture
-def client(sqlite_master: Any) -> Client:
-    return Client(sqlite_master.session("determined"))
+def client(master: Any) -> Client:
+    return Client(master.session("determined"))
 
 
 def _config(**changes: Any) -> str:
@@ -107,7 +108,7 @@ def test_put_trial_finds_the_trial_by_external_id(client: Client) -> None:
     assert client.experiments.get(exp_id)["experiment"]["state"] == "STATE_COMPLETED"
 
 
-def test_unmanaged_routes_refuse_managed_records(client: Client, sqlite_master: Any) -> None:
+def test_unmanaged_routes_refuse_managed_records(client: Client, master: Any) -> None:
     with pytest.raises(APIError, match="unmanaged"):
         client.session.request(
             "PUT",
@@ -125,13 +126,13 @@ def test_unmanaged_routes_refuse_managed_records(client: Client, sqlite_master: 
             client.experiments.act(exp_id, action, retry=False)
 
 
-def test_kill_and_restart_leave_unmanaged_runs_alone(sqlite_master: Any) -> None:
-    client = Client(sqlite_master.session("determined"))
+def test_kill_and_restart_leave_unmanaged_runs_alone(master: Any) -> None:
+    client = Client(master.session("determined"))
     exp_id = client.experiments.create_unmanaged(_config())["experiment"]["id"]
     trial_id = client.trials.create_unmanaged(exp_id)["trial"]["id"]
     client.trials.start_unmanaged(trial_id)
-    sqlite_master.restart()
-    client = Client(sqlite_master.session("determined"))
+    master.restart()
+    client = Client(master.session("determined"))
     # Nothing was scheduled and the experiment was not "resumed": it still runs, in its process.
     assert client.experiments.get(exp_id)["experiment"]["state"] == "STATE_RUNNING"
     assert client.trials.get(trial_id)["trial"]["state"] == "STATE_RUNNING"
@@ -148,7 +149,7 @@ def test_custom_searcher_section_is_kept_for_unmanaged_searches(client: Client) 
     assert answer["experiment"]["searcherType"] == "custom"
 
 
-def test_web_ui_shows_unmanaged_experiments(client: Client, sqlite_master: Any) -> None:
+def test_web_ui_shows_unmanaged_experiments(client: Client, master: Any) -> None:
     import requests
 
     config = _config(name="unmanaged-in-the-ui")
@@ -168,13 +169,13 @@ def test_web_ui_shows_unmanaged_experiments(client: Client, sqlite_master: Any) 
         f"/trials/{trial_id}",
         f"/ui/partials/trials/{trial_id}",
     ):
-        page = web.get(str(sqlite_master.url) + path, timeout=30)
+        page = web.get(str(master.url) + path, timeout=30)
         assert page.status_code == 200, (path, page.text[:500])
-    listing = web.get(str(sqlite_master.url) + "/ui/partials/experiments", timeout=30).text
+    listing = web.get(str(master.url) + "/ui/partials/experiments", timeout=30).text
     assert "unmanaged-in-the-ui" in listing
 
 
-def test_trials_without_a_heartbeat_are_marked_error(client: Client, sqlite_master: Any) -> None:
+def test_trials_without_a_heartbeat_are_marked_error(client: Client, master: Any) -> None:
     import datetime
 
     from determined.master.db import Run, utcnow
@@ -184,9 +185,9 @@ def test_trials_without_a_heartbeat_are_marked_error(client: Client, sqlite_mast
     alive = client.trials.create_unmanaged(exp_id)["trial"]["id"]
     for trial_id in (silent, alive):
         client.trials.start_unmanaged(trial_id)
-    with sqlite_master.db.write() as session:
+    with master.db.write() as session:
         session.get(Run, silent).last_activity = utcnow() - datetime.timedelta(minutes=6)
-    assert sqlite_master.manager.unmanaged.mark_lost_trials() == [silent]
+    assert master.manager.unmanaged.mark_lost_trials() == [silent]
     assert client.trials.get(silent)["trial"]["state"] == "STATE_ERROR"
     assert client.trials.get(alive)["trial"]["state"] == "STATE_RUNNING"
     assert client.experiments.get(exp_id)["experiment"]["state"] == "STATE_RUNNING"
