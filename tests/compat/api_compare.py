@@ -20,6 +20,7 @@ prints the module's :class:`ModuleReport` as JSON. Only the standard library is 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import enum
 import functools
@@ -30,6 +31,7 @@ import inspect
 import json
 import pathlib
 import sys
+import textwrap
 import types
 from typing import Any
 
@@ -197,10 +199,31 @@ def _static_lookup(cls: type, name: str) -> Any:
     return None
 
 
-def _instance_attribute_names(cls: type) -> set[str]:
-    """Attributes an instance has without the class defining them: fields, slots, annotations."""
+@functools.cache
+def _assigned_attributes(klass: type) -> frozenset[str]:
+    """The attributes a class's own methods assign on ``self`` (read from its source)."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(klass)))
+    except (OSError, TypeError, SyntaxError):
+        return frozenset()
+    return frozenset(
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
+
+
+def _instance_attribute_names(cls: type) -> set[str] | None:
+    """Attributes an instance has without the class defining them: fields, slots, annotations,
+    what methods assign on ``self``. None if any attribute may exist (a ``__getattr__``)."""
     names: set[str] = set()
     for klass in inspect.getmro(cls):
+        if klass is not object and "__getattr__" in vars(klass):
+            return None
+        names |= _assigned_attributes(klass)
         names |= set(getattr(klass, "__annotations__", {}) or {})
         slots = vars(klass).get("__slots__", ())
         names |= {slots} if isinstance(slots, str) else set(slots)
@@ -250,7 +273,7 @@ def compare_class(target: str, spec: dict[str, Any], det_obj: Any) -> list[Probl
     for name, method in sorted(spec.get("methods", {}).items()):
         problems += _compare_method(f"{target}.{name}", method, det_obj, name)
     instance_names = _instance_attribute_names(det_obj)
-    for name in spec.get("attributes", []):
+    for name in spec.get("attributes", []) if instance_names is not None else []:
         if _static_lookup(det_obj, name) is None and name not in instance_names:
             problems.append(Problem(f"{target}.{name}", "attribute missing"))
     for name in spec.get("members", []):

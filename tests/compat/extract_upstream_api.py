@@ -16,6 +16,10 @@ What counts as public in a module: the names it binds at top level (including in
 a package's ``__init__`` imports them; module loggers and ``TypeVar``s are left out. For ``determined.launch`` the names
 are its submodules (each is run with ``python -m``).
 
+For a class: its constructor's parameter list, its public methods' (inherited ones from classes
+inside ``determined`` included), its public attributes (properties, record fields and what
+``__init__`` assigns to ``self``) and an enum's members.
+
 A parameter list is a list of tokens in Python's own signature notation without annotations:
 ``"name"`` (required), ``"name="`` (has a default), ``"/"`` (the ones before are positional-only),
 ``"*"`` (the ones after are keyword-only), ``"*args"``, ``"**kwargs"``. Methods omit ``self``/``cls``.
@@ -162,6 +166,33 @@ def parameter_tokens(args: ast.arguments, drop_first: bool) -> list[str]:
     return tokens
 
 
+def _self_attributes(init: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    """The public attributes a constructor sets (``self.name = ...``)."""
+    if not init.args.args:
+        return []
+    self_name = init.args.args[0].arg
+    names: list[str] = []
+    for node in ast.walk(init):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+            targets = [node.target]
+        else:
+            continue
+        for target in targets:
+            elements = target.elts if isinstance(target, ast.Tuple) else [target]
+            for element in elements:
+                if (
+                    isinstance(element, ast.Attribute)
+                    and isinstance(element.value, ast.Name)
+                    and element.value.id == self_name
+                    and not element.attr.startswith("_")
+                    and element.attr not in names
+                ):
+                    names.append(element.attr)
+    return names
+
+
 class Extractor:
     """Resolves one revision's public names, following re-exports inside ``determined``."""
 
@@ -294,6 +325,9 @@ class Extractor:
                 params = parameter_tokens(stmt.args, drop_first=kind != "staticmethod")
                 if stmt.name == "__init__":
                     info["init"] = params
+                    for name in _self_attributes(stmt):
+                        if name not in info["attributes"]:
+                            info["attributes"].append(name)
                 elif stmt.name in PROTOCOL_METHODS:
                     info["methods"][stmt.name] = {"kind": "protocol"}
                 elif not stmt.name.startswith("_"):
@@ -307,6 +341,8 @@ class Extractor:
                         info["members"].append(target.id)
                     elif isinstance(stmt, ast.AnnAssign):
                         fields.append(target.id + ("=" if stmt.value is not None else ""))
+                        if target.id not in info["attributes"]:
+                            info["attributes"].append(target.id)
         if is_record and info["init"] is None:
             info["init"] = fields
         return info
