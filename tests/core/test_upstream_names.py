@@ -44,6 +44,29 @@ UPSTREAM_PARAMS: dict[str, list[str]] = {
     "core.DummyExperimentalCoreContext": [],
     "core.SearcherContextMissing": [],
     "det.TrialContext": ["core_context", "env"],
+    "det.EnvContext": [
+        "master_url",
+        "master_cert_file",
+        "master_cert_name",
+        "experiment_config",
+        "hparams",
+        "latest_checkpoint",
+        "steps_completed",
+        "use_gpu",
+        "container_gpus",
+        "slot_ids",
+        "debug",
+        "det_trial_id",
+        "det_experiment_id",
+        "det_agent_id",
+        "det_cluster_id",
+        "trial_seed",
+        "trial_run_id",
+        "allocation_id",
+        "managed_training",
+        "test_mode",
+        "on_cluster",
+    ],
     "det.TrialContext.from_config": ["config"],
     "det.TrialContext.get_hparam": ["name"],
     "det.TrialContext.set_stop_requested": ["stop_requested"],
@@ -362,6 +385,7 @@ def test_trial_context_from_config() -> None:
         assert context.get_initial_batch() == 0
         assert context.get_tensorboard_path() == context._core.train.get_tensorboard_path()
         assert context.distributed.size == 1
+        assert isinstance(context.env, det.EnvContext) and context.env.det_trial_id == "0"
         with pytest.raises(ValueError, match="no hyperparameter named 'nope'"):
             context.get_hparam("nope")
         with pytest.raises(TypeError):
@@ -370,6 +394,39 @@ def test_trial_context_from_config() -> None:
         assert context.get_stop_requested() is True
     finally:
         context._core.close()
+
+
+def test_trial_context_reads_a_cluster_info() -> None:
+    trial = det.TrialInfo(
+        trial_id=7,
+        experiment_id=3,
+        trial_seed=42,
+        hparams={"lr": 0.1},
+        config={"data": {"x": 1}},
+        steps_completed=12,
+        trial_run_id=2,
+        debug=False,
+        inter_node_network_interface=None,
+    )
+    info = det.ClusterInfo(
+        master_url="http://127.0.0.1:8080",
+        cluster_id="cluster",
+        agent_id="agent",
+        slot_ids=[0],
+        task_id="task",
+        allocation_id="alloc",
+        session_token="token",
+        task_type="TRIAL",
+        latest_checkpoint="some-uuid",
+        trial_info=trial,
+    )
+    with core._dummy_init() as core_context:
+        context = det.TrialContext(core_context, info)
+        assert isinstance(context.env, det.EnvContext)
+        assert (context.get_trial_id(), context.get_experiment_id()) == (7, 3)
+        assert context.get_trial_seed() == 42 and context.get_initial_batch() == 12
+        assert context.get_hparams() == {"lr": 0.1} and context.get_data_config() == {"x": 1}
+        assert context.env.latest_checkpoint == "some-uuid" and context.env.on_cluster
 
 
 # ---- determined.common.api against a real master ---------------------------------------------

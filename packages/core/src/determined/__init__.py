@@ -53,6 +53,7 @@ _SUBPACKAGES = {
 
 # Top-level names of det-core that load on first use: name -> the module that defines it.
 _LAZY_ATTRIBUTES = {
+    "EnvContext": "determined._trial_context",
     "TrialContext": "determined._trial_context",
     "import_from_path": "determined._import",
 }
@@ -68,6 +69,7 @@ if TYPE_CHECKING:
     from determined import storage as storage
     from determined import util as util
     from determined._import import import_from_path as import_from_path
+    from determined._trial_context import EnvContext as EnvContext
     from determined._trial_context import TrialContext as TrialContext
 
 __all__ = [

@@ -1,10 +1,10 @@
-"""``det.TrialContext``: upstream's base class of the context a legacy Trial class receives.
+"""``det.TrialContext`` and ``det.EnvContext``: upstream's base class of the context a legacy
+Trial class receives, and the trial environment it reads.
 
 A TrialContext wraps a Core API context and the trial's environment (``env``): its config,
 hyperparameters, ids, seed and starting step. det's framework contexts take the trial's
-:class:`~determined.ClusterInfo`; ``TrialContext`` accepts one as ``env`` too, or any object with
-the attribute names of upstream's ``EnvContext`` (``experiment_config``, ``hparams``,
-``det_trial_id``, ``det_experiment_id``, ``trial_seed``, ``steps_completed``...).
+:class:`~determined.ClusterInfo`; ``TrialContext`` accepts one as ``env`` too (it becomes an
+:class:`EnvContext`), or an ``EnvContext``, or any object with its attribute names.
 """
 
 from __future__ import annotations
@@ -23,54 +23,92 @@ logger = logging.getLogger("determined")
 
 
 @dataclasses.dataclass
-class TrialEnv:
-    """The environment of one trial, under the attribute names of upstream's ``EnvContext``."""
+class EnvContext:
+    """The environment of one trial, with upstream's ``det.EnvContext`` fields (ids are strings,
+    as upstream's were)."""
 
+    master_url: str
+    master_cert_file: str | None
+    master_cert_name: str | None
     experiment_config: dict[str, Any]
     hparams: dict[str, Any]
-    det_trial_id: int = 0
-    det_experiment_id: int = 0
-    trial_seed: int = 0
-    steps_completed: int = 0
-    trial_run_id: int = 0
-    latest_checkpoint: str | None = None
-    allocation_id: str | None = None
-    master_url: str | None = None
-    debug: bool = False
-    on_cluster: bool = False
-    managed_training: bool = False
-    test_mode: bool = False
+    latest_checkpoint: str | None
+    steps_completed: int
+    use_gpu: bool
+    container_gpus: list[str]
+    slot_ids: list[int]
+    debug: bool
+    det_trial_id: str
+    det_experiment_id: str
+    det_agent_id: str
+    det_cluster_id: str
+    trial_seed: int
+    trial_run_id: int
+    allocation_id: str
+    managed_training: bool
+    test_mode: bool
+    on_cluster: bool
 
     @classmethod
-    def from_cluster_info(cls, info: ClusterInfo) -> TrialEnv:
+    def from_cluster_info(cls, info: ClusterInfo) -> EnvContext:
         """The environment of the trial ``info`` describes (its task type must be TRIAL)."""
         trial = info.trial
+        gpus = list(info.gpu_uuids)
         return cls(
+            master_url=info.master_url,
+            master_cert_file=info.master_cert_file,
+            master_cert_name=info.master_cert_name,
             experiment_config=dict(trial.config),
             hparams=dict(trial.hparams),
-            det_trial_id=trial.trial_id,
-            det_experiment_id=trial.experiment_id,
-            trial_seed=trial.trial_seed,
-            steps_completed=trial.steps_completed,
-            trial_run_id=trial._trial_run_id,
             latest_checkpoint=info.latest_checkpoint,
-            allocation_id=info.allocation_id,
-            master_url=info.master_url,
+            steps_completed=trial.steps_completed,
+            use_gpu=bool(gpus),
+            container_gpus=gpus,
+            slot_ids=list(info.slot_ids),
             debug=trial.debug,
-            on_cluster=True,
+            det_trial_id=str(trial.trial_id),
+            det_experiment_id=str(trial.experiment_id),
+            det_agent_id=info.agent_id,
+            det_cluster_id=info.cluster_id,
+            trial_seed=trial.trial_seed,
+            trial_run_id=trial._trial_run_id,
+            allocation_id=info.allocation_id,
             managed_training=True,
+            test_mode=False,
+            on_cluster=True,
         )
 
     @classmethod
-    def from_config(cls, config: dict[str, Any]) -> TrialEnv:
+    def from_config(cls, config: dict[str, Any]) -> EnvContext:
         """An off-cluster environment for ``config``: hyperparameters sampled from its
         ``hyperparameters`` section with the experiment seed (0 unless
-        ``reproducibility.experiment_seed`` sets one)."""
+        ``reproducibility.experiment_seed`` sets one); ids are ``"0"``."""
         from determined.searcher import RandomState, sample_hparams
 
         seed = int((config.get("reproducibility") or {}).get("experiment_seed") or 0)
-        hparams = sample_hparams(config.get("hyperparameters") or {}, RandomState(seed))
-        return cls(experiment_config=dict(config), hparams=hparams, trial_seed=seed)
+        return cls(
+            master_url="",
+            master_cert_file=None,
+            master_cert_name=None,
+            experiment_config=dict(config),
+            hparams=sample_hparams(config.get("hyperparameters") or {}, RandomState(seed)),
+            latest_checkpoint=None,
+            steps_completed=0,
+            use_gpu=False,
+            container_gpus=[],
+            slot_ids=[],
+            debug=False,
+            det_trial_id="0",
+            det_experiment_id="0",
+            det_agent_id="local",
+            det_cluster_id="local",
+            trial_seed=seed,
+            trial_run_id=0,
+            allocation_id="local",
+            managed_training=False,
+            test_mode=False,
+            on_cluster=False,
+        )
 
 
 class TrialContext:
@@ -79,13 +117,12 @@ class TrialContext:
 
     Args:
         core_context: the trial's Core API context.
-        env: the trial's :class:`~determined.ClusterInfo`, or an object with upstream's
-            ``EnvContext`` attributes (see :class:`TrialEnv`).
+        env: the trial's :class:`EnvContext`, or its :class:`~determined.ClusterInfo`.
     """
 
     def __init__(self, core_context: core.Context, env: Any) -> None:
         self._core = core_context
-        self.env = TrialEnv.from_cluster_info(env) if isinstance(env, ClusterInfo) else env
+        self.env = EnvContext.from_cluster_info(env) if isinstance(env, ClusterInfo) else env
         self.distributed = core_context.distributed
         self._stop_requested = False
 
@@ -98,7 +135,7 @@ class TrialContext:
         """
         from determined import core
 
-        return cls(core._dummy_init(), TrialEnv.from_config(config))
+        return cls(core._dummy_init(), EnvContext.from_config(config))
 
     def get_experiment_config(self) -> dict[str, Any]:
         """The experiment configuration."""
