@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -158,6 +159,11 @@ def test_search_after_master_crashes_matches_uninterrupted_run(
     logs = {trial_id: "".join(api.logs(trial_id)) for trial_id in trials}
     # (trial 2's last lines before the crash may die with the master that was reading its stdout)
     assert "trial 2 run 2" not in logs[2]
-    assert "trial 4 run 2 starts at batch 1" in logs[4], logs[4]
+    # trial 4 started from scratch, then resumed at batch 1 after the mid-operation crash. Its run
+    # numbers depend on whether it was already queued at the first crash (a restart counts a new
+    # run even for an allocation that never launched), and the first run's line may die with the
+    # master that read it, so compare the batches only.
+    starts = re.findall(r"trial 4 run \d+ starts at batch (\d+)", logs[4])
+    assert starts[-1:] == ["1"] and set(starts[:-1]) <= {"0"}, logs[4]
     assert trials[4]["restarts"] == 0  # a master crash does not count against max_restarts
     assert sorted(os.listdir(hang_dir)) == ["mid-operation", "stopped-trial-winding-down"]

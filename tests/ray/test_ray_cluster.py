@@ -153,7 +153,7 @@ def test_kill_reaches_every_rank_on_every_node(ray_master: Callable[..., Any]) -
         TIMEOUT,
         "a first checkpoint",
     )
-    ranks = _allocation_processes(f"{exp}.")
+    ranks = _allocation_processes(master.url, f"{exp}.")
     assert len([p for p in ranks if "resume.py" in " ".join(p.cmdline())]) >= 4
     api.post(f"/api/v1/experiments/{exp}/kill")
     assert api.wait_experiment(exp, timeout=60) == "STATE_CANCELED"
@@ -161,14 +161,18 @@ def test_kill_reaches_every_rank_on_every_node(ray_master: Callable[..., Any]) -
     assert not alive, alive
 
 
-def _allocation_processes(prefix: str) -> list[Any]:
-    """This machine's processes whose DET_ALLOCATION_ID starts with ``prefix``."""
+def _allocation_processes(master_url: str, prefix: str) -> list[Any]:
+    """This machine's processes of ``master_url`` whose DET_ALLOCATION_ID starts with ``prefix``
+    (other masters on the machine, e.g. other test workers', number their experiments too)."""
     import psutil
 
     found = []
     for proc in psutil.process_iter():
         try:
-            if proc.environ().get("DET_ALLOCATION_ID", "").startswith(prefix):
+            env = proc.environ()
+            if env.get("DET_MASTER") == master_url and env.get("DET_ALLOCATION_ID", "").startswith(
+                prefix
+            ):
                 found.append(proc)
         except (psutil.Error, OSError):
             continue
