@@ -11,7 +11,8 @@ C. load_model_from_checkpoint_path on B's checkpoint gives B's final weights and
 D. preempted at its first batch, then resumed: the cut epoch is hidden from the callbacks;
 E. EarlyStopping and ReduceLROnPlateau end a trial early and lower its learning rate;
 F. SequenceAdapter data with loader settings feeds a trial;
-and, outside any trial: every deprecated name warns, EarlyStopping works in a plain ``fit()``.
+and, outside any trial: every deprecated name warns, EarlyStopping works in a plain ``fit()``,
+get_rng_state/set_rng_state restore the random generators.
 Prints ``ok <keras version> <backend> keras<major>``.
 """
 
@@ -21,6 +22,7 @@ import json
 import os
 import pathlib
 import pickle
+import random
 import sys
 import warnings
 from typing import Any
@@ -87,6 +89,24 @@ def check_warnings(workdir: pathlib.Path) -> None:
         "det.keras.callbacks.Callback (subclassed by",
     ):
         assert any(m.startswith(name) and "deprecated" in m for m in messages), (name, messages)
+
+
+def check_rng() -> None:
+    """get_rng_state / set_rng_state: a restored (pickled) state draws the same numbers again."""
+    tf = sys.modules.get("tensorflow")
+
+    def draw() -> list[Any]:
+        drawn: list[Any] = [np.random.rand(3), random.random()]
+        if tf is not None:
+            drawn.append(np.asarray(tf.random.get_global_generator().normal([3])))
+        return drawn
+
+    state = pickle.loads(pickle.dumps(det.keras.get_rng_state()))
+    first = draw()
+    det.keras.set_rng_state(state)
+    again = draw()
+    assert len(first) == (3 if tf is not None else 2)
+    assert all(np.allclose(a, b) for a, b in zip(first, again, strict=True)), (first, again)
 
 
 def check_plain_keras(workdir: pathlib.Path) -> None:
@@ -212,6 +232,7 @@ def scenario_sequence_adapter(workdir: pathlib.Path) -> None:
 def main(workdir: pathlib.Path) -> None:
     os.chdir(workdir)
     check_warnings(workdir)
+    check_rng()
     check_plain_keras(workdir)
     scenario_hooks_resume_and_load(workdir)
     scenario_preempted_epoch(workdir)

@@ -8,6 +8,7 @@
 - Names Determined 0.38 deprecated and code still uses: :mod:`determined.keras.callbacks`
   (``Callback``, ``EarlyStopping``, ``ReduceLROnPlateau``, ``TensorBoard``),
   :func:`load_model_from_checkpoint_path`, :class:`TFKerasTensorBoard`, :class:`SequenceAdapter`.
+- :func:`get_rng_state` / :func:`set_rng_state`: the state of the random number generators.
 
 Names load on first use, so the plugin's entry point (``determined.keras._plugin``) imports no Keras.
 """
@@ -22,10 +23,13 @@ from determined.core.plugins import lazy_exports
 if TYPE_CHECKING:
     from determined.keras import callbacks as callbacks
     from determined.keras._callback import DeterminedCallback as DeterminedCallback
+    from determined.keras._data import ArrayLike as ArrayLike
     from determined.keras._data import SequenceAdapter as SequenceAdapter
     from determined.keras._load import (
         load_model_from_checkpoint_path as load_model_from_checkpoint_path,
     )
+    from determined.keras._rng import get_rng_state as get_rng_state
+    from determined.keras._rng import set_rng_state as set_rng_state
     from determined.keras._tensorboard import TensorBoard as TensorBoard
     from determined.keras._trial import InputData as InputData
     from determined.keras._trial import TFKerasTrial as TFKerasTrial
@@ -43,6 +47,9 @@ _EXPORTS = {
     "SequenceAdapter": "determined.keras._data",
     "load_model_from_checkpoint_path": "determined.keras._load",
     "TFKerasTensorBoard": "determined.keras.callbacks",
+    "ArrayLike": "determined.keras._data",
+    "get_rng_state": "determined.keras._rng",
+    "set_rng_state": "determined.keras._rng",
 }
 
 __all__ = sorted([*_EXPORTS, "callbacks"])

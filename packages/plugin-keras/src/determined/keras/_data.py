@@ -11,9 +11,14 @@ import logging
 import warnings
 from typing import Any
 
+import numpy as np
+
 from determined.keras._compat import KERAS_MAJOR
 
 logger = logging.getLogger("determined.keras")
+
+ArrayLike = np.ndarray | list[np.ndarray] | dict[str, np.ndarray]
+"""Array data as upstream typed it: one array, a list of arrays, or arrays by input name."""
 
 LOADER_ARGS = ("workers", "use_multiprocessing", "max_queue_size")
 """``fit()`` arguments of Keras 2 that Keras 3 moved onto ``PyDataset``."""
