@@ -112,6 +112,39 @@ UPSTREAM_PARAMS: dict[str, list[str]] = {
     "errors.BadResponseException": ["message", "*args"],
     "api.read_paginated": ["get_with_offset", "offset=", "pages="],
     "api.get_default_master_url": [],
+    "api.pprint_logs": ["logs"],
+    "api.trial_logs": [
+        "session",
+        "trial_id",
+        "head=",
+        "tail=",
+        "follow=",
+        "agent_ids=",
+        "container_ids=",
+        "rank_ids=",
+        "sources=",
+        "stdtypes=",
+        "min_level=",
+        "timestamp_before=",
+        "timestamp_after=",
+        "search_text=",
+    ],
+    "api.task_logs": [
+        "session",
+        "task_id",
+        "head=",
+        "tail=",
+        "follow=",
+        "allocation_ids=",
+        "agent_ids=",
+        "container_ids=",
+        "rank_ids=",
+        "sources=",
+        "stdtypes=",
+        "min_level=",
+        "timestamp_before=",
+        "timestamp_after=",
+    ],
     "bindings.get_GetMaster": ["session"],
     "bindings.get_GetExperiment": ["session", "*", "experimentId"],
     "bindings.post_PauseExperiment": ["session", "*", "id"],
@@ -505,6 +538,25 @@ def test_upstream_errors_keep_upstream_constructors() -> None:
     raised = client.UnauthenticatedError("POST", "/login", 401, "invalid credentials")
     assert isinstance(raised, errors.InvalidCredentialsException)  # a refused login, as upstream
     assert raised.status == raised.status_code == 401
+
+
+def test_log_helpers(session: api.Session, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(ValueError, match="at most one of head, tail, or follow"):
+        list(api.trial_logs(session, 1, head=1, tail=1))
+    with pytest.raises(errors.NotFoundException):
+        list(api.trial_logs(session, 424242, tail=5))
+    with pytest.raises(errors.NotFoundException):
+        list(api.task_logs(session, "no-such-task", head=5))
+    lines = [
+        bindings.v1TrialLogsResponse(message="a\n"),
+        bindings.v1TaskLogsResponse(message="b\n"),
+    ]
+    api.pprint_logs(lines)
+    assert capsys.readouterr().out == "a\nb\n"
+    assert api.logs.levels_at_or_above(bindings.v1LogLevel.ERROR) == [
+        bindings.v1LogLevel.ERROR,
+        bindings.v1LogLevel.CRITICAL,
+    ]
 
 
 def test_bindings_messages_round_trip() -> None:

@@ -260,5 +260,6 @@ ALLOCATION_ACK_PREEMPTION = _route(
     True,
 )
 TASK_LOGS_POST = _route("tasks.post_logs", "POST", "/api/v1/task/logs")
+TASK_LOGS = _route("tasks.logs", "GET", "/api/v1/tasks/{task_id}/logs")
 WEBHOOK_CUSTOM = _route("webhooks.custom", "POST", "/api/v1/webhooks/custom")
 TRIAL_SOURCE_INFO = _route("tasks.trial_source_info", "POST", "/api/v1/trial-source-info")

@@ -305,6 +305,18 @@ class v1MetricsReport(Message):
     """One report of a metric group at one step of a trial."""
 
 
+class v1TrialLogsResponse(Message):
+    """One log line of a trial."""
+
+    _types = {"level": v1LogLevel}
+
+
+class v1TaskLogsResponse(Message):
+    """One log line of a task."""
+
+    _types = {"level": v1LogLevel}
+
+
 class v1GetMasterResponse(Message):
     pass
 

@@ -60,6 +60,8 @@ from determined.common.api._messages import (
     v1PostModelResponse,
     v1PostModelVersionResponse,
     v1PostUserResponse,
+    v1TaskLogsResponse,
+    v1TrialLogsResponse,
 )
 
 APIHttpError = APIError
@@ -84,6 +86,21 @@ class _Binding:
 
 
 _LIST = ("limit", "offset", "orderBy")
+_LOGS = (
+    "agentIds",
+    "containerIds",
+    "enableRegex",
+    "follow",
+    "levels",
+    "limit",
+    "orderBy",
+    "rankIds",
+    "searchText",
+    "sources",
+    "stdtypes",
+    "timestampAfter",
+    "timestampBefore",
+)
 _CHECKPOINTS = (*_LIST, "sortByAttr", "sortByMetric", "states")
 _EXP = {"experimentId": "experiment_id"}
 _ID_EXP = {"id": "experiment_id"}
@@ -173,6 +190,20 @@ _BINDINGS: dict[str, _Binding] = {
         {"id": "trial_id"},
         query=_CHECKPOINTS,
         response=v1GetTrialCheckpointsResponse,
+    ),
+    "get_TrialLogs": _Binding(
+        "trials.logs",
+        {"trialId": "trial_id"},
+        query=_LOGS,
+        response=v1TrialLogsResponse,
+        stream=True,
+    ),
+    "get_TaskLogs": _Binding(
+        "tasks.logs",
+        {"taskId": "task_id"},
+        query=("allocationIds", *_LOGS),
+        response=v1TaskLogsResponse,
+        stream=True,
     ),
     "get_GetMetrics": _Binding(
         "trials.metrics",
