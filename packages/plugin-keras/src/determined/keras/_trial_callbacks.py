@@ -56,7 +56,7 @@ def _numpy_logs(logs: dict[str, Any]) -> dict[str, Any]:
     return converted
 
 
-class TrialCallbacks(DeterminedCallback):
+class TrialCallbacks(DeterminedCallback):  # type: ignore[misc]
     """A DeterminedCallback that also runs a TFKerasTrial's ``keras_callbacks()``.
 
     Args:
@@ -112,7 +112,7 @@ class TrialCallbacks(DeterminedCallback):
 
     def _in_cut_epoch(self) -> bool:
         """Inside an epoch that a pause cut short (it runs again, whole, after the resume)."""
-        return self._in_fit and self._epoch_interrupted
+        return bool(self._in_fit and self._epoch_interrupted)
 
     def _note_user_stop(self) -> None:
         """A callback that stopped training (EarlyStopping...) ends the trial, as upstream did."""
