@@ -82,7 +82,9 @@ def test_deploy_local_cluster_up_down(det: Det, tmp_path: pathlib.Path) -> None:
         info = det.sh("-m", address, "master", "info", "--json")
         assert info.returncode == 0, info.stderr
         assert json.loads(info.stdout)["clusterName"] == "laptop"
-        config = json.loads(det.sh("-m", address, "master", "config", "show", "--json").stdout)
+        config = json.loads(
+            det.sh("-m", address, "-u", "admin", "master", "config", "show", "--json").stdout
+        )
         assert config["checkpoint_storage"]["host_path"] == str(storage.resolve())
     finally:
         down = det.sh("deploy", "local", "cluster-down", "--data-dir", str(data_dir), "--delete-db")

@@ -84,9 +84,9 @@ def test_master_info_config_logs(det: Det) -> None:
     info = yaml.safe_load(det.ok("master", "info"))
     assert info["version"] and info["clusterId"]
     assert json.loads(det.ok("master", "info", "--json"))["clusterId"] == info["clusterId"]
-    config = json.loads(det.ok("master", "config", "show", "--json"))
+    config = json.loads(det.ok("-u", "admin", "master", "config", "show", "--json"))
     assert config["checkpoint_storage"]["type"] == "shared_fs"
-    assert "checkpoint_storage" in yaml.safe_load(det.ok("master", "config"))
+    assert "checkpoint_storage" in yaml.safe_load(det.ok("-u", "admin", "master", "config"))
     lines = det.ok("master", "logs").splitlines()
     assert any("serving on" in line for line in lines)
     assert len(det.ok("master", "logs", "--tail", "1").splitlines()) == 1

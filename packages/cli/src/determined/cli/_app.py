@@ -17,12 +17,15 @@ from typing import Any
 
 from determined import client
 from determined.cli import (
+    _agent,
     _checkpoint,
     _deploy,
     _experiment,
+    _job,
     _master,
     _model,
     _render,
+    _resources,
     _session,
     _trial,
     _user,
@@ -30,6 +33,7 @@ from determined.cli import (
 from determined.cli._config_file import parse_config, read_config_text
 from determined.cli._declarative import Arg, Cmd, Node, add_nodes
 from determined.cli._errors import CliError
+from determined.cli._version import COMMANDS as VERSION_COMMANDS
 
 
 def _version() -> str:
@@ -100,6 +104,10 @@ COMMANDS: list[Node] = [
     *_user.COMMANDS,
     *_master.COMMANDS,
     *_deploy.COMMANDS,
+    *VERSION_COMMANDS,
+    *_job.COMMANDS,
+    *_agent.COMMANDS,
+    *_resources.COMMANDS,
 ]
 
 

@@ -1,4 +1,5 @@
-"""``det master``: the master's description, configuration and logs."""
+"""``det master``: the master's description, configuration (admins), logs and cluster-wide
+message."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import argparse
 import sys
 
 from determined.cli import _render, _session
+from determined.cli._cluster_message import CLUSTER_MESSAGE
 from determined.cli._declarative import Arg, Cmd, Group
 
 
@@ -67,7 +69,11 @@ COMMANDS = [
                             )
                         ],
                         default=True,
-                    )
+                    ),
+                    Group(
+                        Arg("--json", action="store_true", help="print as JSON"),
+                        Arg("--yaml", action="store_true", help="print as YAML"),
+                    ),
                 ],
             ),
             Cmd(
@@ -79,6 +85,7 @@ COMMANDS = [
                     Arg("--tail", type=int, help="number of records to show from the end"),
                 ],
             ),
+            CLUSTER_MESSAGE,
         ],
     )
 ]

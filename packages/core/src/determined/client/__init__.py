@@ -2,7 +2,8 @@
 processes call its REST API.
 
 ``Client(session)`` groups one resource client per REST resource (``.master``, ``.experiments``,
-``.trials``, ``.checkpoints``, ``.models``, ``.users``); ``MasterClient`` has the calls a task process
+``.trials``, ``.checkpoints``, ``.models``, ``.users``,
+``.cluster``); ``MasterClient`` has the calls a task process
 makes. Both call the master only through the routes of ``ROUTES`` (upstream Determined's paths and
 JSON conventions), which a test checks against the master's OpenAPI document.
 ``Session`` carries the master URL, the token and the retry policy (only idempotent calls are retried).
@@ -11,7 +12,7 @@ JSON conventions), which a test checks against the master's OpenAPI document.
 from determined.client._api import Client
 from determined.client._checkpoints import CheckpointsClient
 from determined.client._client import MasterClient, metrics_body, utc_now_iso
-from determined.client._cluster import MasterInfoClient
+from determined.client._cluster import ClusterClient, MasterInfoClient
 from determined.client._context_dir import MAX_CONTEXT_SIZE, ContextTooLargeError, read_context_dir
 from determined.client._errors import (
     APIError,
@@ -37,6 +38,7 @@ __all__ = [
     "CheckpointsClient",
     "Client",
     "ClientError",
+    "ClusterClient",
     "ContextTooLargeError",
     "CreatedExperiment",
     "ExperimentsClient",

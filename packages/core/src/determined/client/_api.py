@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from determined.client._checkpoints import CheckpointsClient
-from determined.client._cluster import MasterInfoClient
+from determined.client._cluster import ClusterClient, MasterInfoClient
 from determined.client._experiments import ExperimentsClient
 from determined.client._models import ModelsClient
 from determined.client._session import Session
@@ -29,6 +29,7 @@ class Client:
         self.checkpoints = CheckpointsClient(session)
         self.models = ModelsClient(session)
         self.users = UsersClient(session)
+        self.cluster = ClusterClient(session)
 
     def __repr__(self) -> str:
         return f"Client({self.session.master_url!r})"

@@ -23,6 +23,14 @@ class CheckpointsClient:
         """One checkpoint (``checkpoint``)."""
         return r.call(self.session, r.CHECKPOINT_GET, uuid=uuid)
 
+    def metrics(
+        self, uuid: str, *, group: str | None = None, source_type: str | None = None
+    ) -> dict[str, Any]:
+        """The reports of the trials that used the checkpoint (``metrics``); ``group`` keeps one
+        metric group, ``source_type`` one ``TRIAL_SOURCE_INFO_TYPE_*``."""
+        params = {"metricGroup": group, "trialSourceInfoType": source_type}
+        return r.call(self.session, r.CHECKPOINT_METRICS, params=params, uuid=uuid)
+
     def download(
         self,
         uuid: str,

@@ -77,3 +77,21 @@ class ModelsClient:
     def delete_version(self, model: str | int, version: int) -> dict[str, Any]:
         """Delete one version of a model."""
         return r.call(self.session, r.MODEL_VERSION_DELETE, model_name=model, version=int(version))
+
+    def version_metrics(
+        self,
+        model: str | int,
+        version: int,
+        *,
+        group: str | None = None,
+        source_type: str | None = None,
+    ) -> dict[str, Any]:
+        """The reports of the trials that used a model version (``metrics``)."""
+        params = {"metricGroup": group, "trialSourceInfoType": source_type}
+        return r.call(
+            self.session,
+            r.MODEL_VERSION_METRICS,
+            params=params,
+            model_name=model,
+            version=int(version),
+        )

@@ -263,3 +263,28 @@ TASK_LOGS_POST = _route("tasks.post_logs", "POST", "/api/v1/task/logs")
 TASK_LOGS = _route("tasks.logs", "GET", "/api/v1/tasks/{task_id}/logs")
 WEBHOOK_CUSTOM = _route("webhooks.custom", "POST", "/api/v1/webhooks/custom")
 TRIAL_SOURCE_INFO = _route("tasks.trial_source_info", "POST", "/api/v1/trial-source-info")
+
+# ---- cluster: message, agents, job queue, resource usage ------------------------------------------
+CLUSTER_MESSAGE_GET = _route("master.get_cluster_message", "GET", "/api/v1/master/cluster_message")
+CLUSTER_MESSAGE_SET = _route(
+    "master.set_cluster_message", "PUT", "/api/v1/master/cluster_message", True
+)
+CLUSTER_MESSAGE_CLEAR = _route(
+    "master.clear_cluster_message", "DELETE", "/api/v1/master/cluster_message", True
+)
+RESOURCE_POOLS = _route("cluster.resource_pools", "GET", "/api/v1/resource-pools")
+AGENTS = _route("cluster.agents", "GET", "/api/v1/agents")
+JOB_QUEUE = _route("cluster.jobs", "GET", "/api/v1/job-queues")
+JOB_QUEUE_V2 = _route("cluster.jobs_v2", "GET", "/api/v1/job-queues-v2")
+JOB_QUEUE_UPDATE = _route("cluster.update_jobs", "POST", "/api/v1/job-queues", False)
+TASKS = _route("cluster.tasks", "GET", "/api/v1/tasks")
+ALLOCATION_RAW = _route("resources.allocation_raw", "GET", "/api/v1/resources/allocation/raw")
+ALLOCATION_AGGREGATED = _route(
+    "resources.allocation_aggregated", "GET", "/api/v1/resources/allocation/aggregated"
+)
+
+# ---- metrics of the trials that used a checkpoint or model version --------------------------------
+CHECKPOINT_METRICS = _route("checkpoints.metrics", "GET", "/api/v1/checkpoints/{uuid}/metrics")
+MODEL_VERSION_METRICS = _route(
+    "models.version_metrics", "GET", "/api/v1/models/{model_name}/versions/{version}/metrics"
+)

@@ -9,9 +9,11 @@ import logging
 import os
 import pathlib
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from determined.client import APIError, Client, Session
+from determined.experimental._metrics import INFERENCE_SOURCE, TrialMetrics
 from determined.experimental._util import member
 
 logger = logging.getLogger("determined.client")
@@ -301,6 +303,23 @@ class Checkpoint:
         lines.append(f"  metadata:        {json.dumps(self.metadata or {}, sort_keys=True)}")
         lines += [f"    {name}  {resources[name]}" for name in sorted(resources)]
         return "\n".join(lines)
+
+    def get_metrics(self, group: str | None = None) -> Iterable[TrialMetrics]:
+        """The metrics reported by the tasks that used this checkpoint for inference.
+
+        A task links itself to the checkpoint with
+        ``core_context.experimental.report_task_using_checkpoint(checkpoint)``; its reports are
+        yielded trial by trial, in the order of their steps.
+
+        Args:
+            group: one metric group ("training", "validation", "inference", ...); ``None`` or
+                ``""`` for every group.
+        """
+        answer = self._api.checkpoints.metrics(
+            self.uuid, group=group or None, source_type=INFERENCE_SOURCE
+        )
+        for report in answer.get("metrics") or []:
+            yield TrialMetrics._from_json(report, group or None)
 
     def get_pachyderm_commit(self) -> str:
         """The Pachyderm commit named in the experiment config's ``integrations``."""

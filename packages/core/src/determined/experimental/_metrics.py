@@ -12,6 +12,8 @@ from determined.experimental._util import parse_time
 
 TRAINING = "training"
 VALIDATION = "validation"
+INFERENCE_SOURCE = "TRIAL_SOURCE_INFO_TYPE_INFERENCE"
+"""The trial source type ``report_task_using_checkpoint``/``..._model_version`` record."""
 
 
 @dataclasses.dataclass

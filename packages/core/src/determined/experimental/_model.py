@@ -5,10 +5,12 @@ from __future__ import annotations
 import datetime
 import enum
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from determined.client import Client, Session
 from determined.experimental._checkpoint import Checkpoint
+from determined.experimental._metrics import INFERENCE_SOURCE, TrialMetrics
 from determined.experimental._util import OrderBy, deprecated, parse_time, read_paginated
 
 
@@ -103,6 +105,27 @@ class ModelVersion:
     def delete(self) -> None:
         """Remove the version from the registry (the checkpoint stays)."""
         self._api.models.delete_version(self.model_name, self.model_version)
+
+    def get_metrics(self, group: str | None = None) -> Iterable[TrialMetrics]:
+        """Deprecated name of :meth:`iter_metrics`."""
+        deprecated("ModelVersion.get_metrics()", "ModelVersion.iter_metrics()")
+        return self.iter_metrics(group=group)
+
+    def iter_metrics(self, group: str | None = None) -> Iterable[TrialMetrics]:
+        """The metrics reported by the tasks that used this model version for inference.
+
+        A task links itself to the version with
+        ``core_context.experimental.report_task_using_model_version(model_version)``.
+
+        Args:
+            group: one metric group ("training", "validation", "inference", ...); ``None`` or
+                ``""`` for every group.
+        """
+        answer = self._api.models.version_metrics(
+            self.model_name, self.model_version, group=group or None, source_type=INFERENCE_SOURCE
+        )
+        for report in answer.get("metrics") or []:
+            yield TrialMetrics._from_json(report, group or None)
 
 
 class Model:

@@ -16,14 +16,25 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from determined.master import ui
-from determined.master._api import _checkpoints, _experiments, _models, _tasks, _trials, _users
+from determined.master._api import (
+    _checkpoints,
+    _cluster,
+    _experiments,
+    _models,
+    _tasks,
+    _trial_sources,
+    _trials,
+    _users,
+)
 from determined.master._api._deps import (
     AuthCache,
     Principal,
     authenticate,
     bool_param,
+    cluster_messages_of,
     int_param,
     master_of,
+    require_admin,
 )
 from determined.master._wire import APIError, error_body, pagination
 
@@ -37,8 +48,13 @@ info_router = APIRouter(tags=["Cluster"])
 
 @info_router.get("/api/v1/master")
 def get_master(request: Request) -> dict[str, Any]:
-    """Version and identity of this master (no authentication needed)."""
-    return master_of(request).describe()
+    """Version and identity of this master, and the active cluster message (no authentication
+    needed)."""
+    answer = master_of(request).describe()
+    notice = cluster_messages_of(request).active()
+    if notice is not None:
+        answer["clusterMessage"] = _cluster.notice_json(notice)
+    return answer
 
 
 @info_router.get("/info")
@@ -64,7 +80,8 @@ def health(request: Request) -> dict[str, Any]:
 
 @info_router.get("/api/v1/master/config")
 def master_config(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
-    """The master's settings (no secrets)."""
+    """The master's settings (no secrets; admins only, as upstream)."""
+    require_admin(p)
     cfg = master_of(request).config
     return {
         "config": {
@@ -86,6 +103,9 @@ def resource_pools(request: Request, p: Principal = Depends(authenticate)) -> di
             {
                 "name": "default",
                 "type": "RESOURCE_POOL_TYPE_STATIC",
+                "defaultComputePool": True,
+                "defaultAuxPool": True,
+                "schedulerType": "SCHEDULER_TYPE_PRIORITY",
                 "slotType": "TYPE_CUDA" if describe.get("slot_type") == "cuda" else "TYPE_CPU",
                 "slotsAvailable": describe.get("slots", 0),
                 "slotsUsed": describe.get("used", 0),
@@ -198,6 +218,8 @@ def create_app(master: Master) -> FastAPI:
     from determined.master._api import _unmanaged
 
     app.include_router(_unmanaged.router)
+    app.include_router(_trial_sources.router)
+    app.include_router(_cluster.router)
     ui.install(app)  # the web UI: /, /login, /experiments, ..., /ui/...; never under /api/v1
 
     return app

@@ -20,12 +20,16 @@ if TYPE_CHECKING:
     from determined.master._core._accounts import Accounts
     from determined.master._core._allocations import Allocations
     from determined.master._core._checkpoints import Checkpoints
+    from determined.master._core._cluster_messages import ClusterMessages
+    from determined.master._core._cluster_view import ClusterView
     from determined.master._core._experiments import Experiments
     from determined.master._core._metrics_writer import MetricsWriter
     from determined.master._core._model_registry import ModelRegistry
     from determined.master._core._searcher_ops import SearcherOperations
     from determined.master._core._trial_records import TrialRecords
+    from determined.master._core._trial_sources import TrialSources
     from determined.master._core._unmanaged import UnmanagedRuns
+    from determined.master._core._usage import ResourceUsage
     from determined.master._master import Master
 
 
@@ -85,6 +89,26 @@ def unmanaged_of(request: Request) -> UnmanagedRuns:
 def metrics_writer_of(request: Request) -> MetricsWriter:
     """The group-commit writer of metric reports."""
     return master_of(request).manager.metrics_writer
+
+
+def trial_sources_of(request: Request) -> TrialSources:
+    """Trials that used a checkpoint or model version, and their metrics."""
+    return master_of(request).manager.trial_sources
+
+
+def cluster_messages_of(request: Request) -> ClusterMessages:
+    """The cluster-wide message of the admins."""
+    return master_of(request).manager.cluster_messages
+
+
+def cluster_view_of(request: Request) -> ClusterView:
+    """The job queue and the slots."""
+    return master_of(request).manager.cluster_view
+
+
+def resource_usage_of(request: Request) -> ResourceUsage:
+    """Historical slot use of allocations."""
+    return master_of(request).manager.resource_usage
 
 
 def loads(raw: bytes) -> Any:

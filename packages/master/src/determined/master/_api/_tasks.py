@@ -394,14 +394,3 @@ def custom_webhook(
     if trial_id is not None:
         trial_records_of(request).alert(trial_id, text, level)
     return {}
-
-
-@router.post("/api/v1/trial-source-info")
-def trial_source_info(
-    body: dict[str, Any] = Depends(json_body), p: Principal = Depends(authenticate)
-) -> dict[str, Any]:
-    """Accepted for compatibility (inference/fine-tuning lineage is not tracked yet)."""
-    info = get(body, "trial_source_info")
-    if not isinstance(info, dict):
-        raise APIError(400, "trialSourceInfo: required")
-    return {"trialId": get(info, "trial_id"), "checkpointUuid": get(info, "checkpoint_uuid")}

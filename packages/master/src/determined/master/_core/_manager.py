@@ -14,6 +14,10 @@
     ModelRegistry       models and their versions
     UnmanagedRuns       experiments and trials core_v2 runs outside the master (never scheduled)
     MetricsWriter       group commit of metric reports (validations go to ``Experiments``)
+    TrialSources        trials that used a checkpoint or model version, and their metrics
+    ClusterMessages     the cluster-wide message of the admins
+    ClusterView         the job queue and the slots (the RM's queue joined with job owners)
+    ResourceUsage       historical slot use of allocations (``det resources``)
 
 Each service gets only the services it uses; the REST routes use ``experiments``,
 ``searcher_operations``, ``trial_records``, ``accounts``, ``allocations`` and ``metrics_writer``.
@@ -28,6 +32,8 @@ from typing import Any
 from determined.master._core._accounts import Accounts
 from determined.master._core._allocations import Allocations
 from determined.master._core._checkpoints import Checkpoints
+from determined.master._core._cluster_messages import ClusterMessages
+from determined.master._core._cluster_view import ClusterView
 from determined.master._core._events import AllocationEvents
 from determined.master._core._experiments import Experiments
 from determined.master._core._lifecycle import Lifecycle
@@ -39,8 +45,10 @@ from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
 from determined.master._core._trial_records import TrialRecords
+from determined.master._core._trial_sources import TrialSources
 from determined.master._core._unmanaged import UnmanagedRuns
-from determined.master.db import Database
+from determined.master._core._usage import ResourceUsage
+from determined.master.db import Database, utcnow
 
 
 class Manager:
@@ -77,6 +85,10 @@ class Manager:
         self.checkpoints = Checkpoints(db)
         self.model_registry = ModelRegistry(db)
         self.unmanaged = UnmanagedRuns(self.transactions, self.lifecycle)
+        self.trial_sources = TrialSources(db)
+        self.cluster_messages = ClusterMessages(db)
+        self.cluster_view = ClusterView(db, rm, utcnow())
+        self.resource_usage = ResourceUsage(db)
         self._metrics_writer: MetricsWriter | None = None
         self._metrics_writer_lock = threading.Lock()
 

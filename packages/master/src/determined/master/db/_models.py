@@ -307,3 +307,38 @@ class ModelVersion(Base):
         UniqueConstraint("model_id", "version", name="uq_model_versions_model_id_version"),
         Index("ix_model_versions_checkpoint_uuid", "checkpoint_uuid"),
     )
+
+
+class TrialSourceInfo(Base):
+    """A trial that used a checkpoint (or a model version's checkpoint): inference or fine-tuning.
+
+    Reported by the task through ``POST /api/v1/trial-source-info``; read back as the metrics of
+    the checkpoint or model version (``GET /api/v1/checkpoints/{uuid}/metrics``).
+    """
+
+    __tablename__ = "trial_source_infos"
+    trial_id: Mapped[int] = mapped_column(
+        ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    checkpoint_uuid: Mapped[str] = mapped_column(String(64), primary_key=True)
+    trial_source_info_type: Mapped[str] = mapped_column(String(64))
+    model_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    model_version: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    __table_args__ = (
+        Index("ix_trial_source_infos_checkpoint_uuid", "checkpoint_uuid"),
+        Index("ix_trial_source_infos_model_version", "model_id", "model_version"),
+    )
+
+
+class ClusterMessage(Base):
+    """A cluster-wide message from an admin, shown between ``start_time`` and ``end_time``."""
+
+    __tablename__ = "cluster_messages"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    created_by: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    message: Mapped[str] = mapped_column(Text)
+    start_time: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True))
+    end_time: Mapped[datetime.datetime | None] = mapped_column(
+        DateTime(timezone=True), nullable=True
+    )
+    created_time: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

@@ -79,6 +79,17 @@ class ResourceManager(abc.ABC):
     def describe(self) -> dict[str, Any]:
         """A JSON-able summary: ``type``, ``slots``, ``slot_type``, ``used``, ``queued``."""
 
+    def queue_state(self) -> dict[str, dict[str, Any]]:
+        """The queue of each resource pool, for ``det job list`` and ``det slot list``.
+
+        Per pool name: ``total_slots``, ``slot_type``, ``slots`` (the allocation id holding each
+        slot, or ``None``), ``queued`` (waiting requests in scheduling order) and ``running``
+        (requests holding slots, with their ``slot_ids``); each request is a dict of
+        ``allocation_id``, ``task_id``, ``job_id``, ``slots``, ``priority`` and ``weight``. A resource manager
+        that keeps no queue of its own answers ``{}`` (this default).
+        """
+        return {}
+
     @abc.abstractmethod
     def validate(self, slots: int, *, resource_pool: str = "default") -> str | None:
         """An error message when a request for ``slots`` in ``resource_pool`` can never fit (or

@@ -39,6 +39,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from determined.master.rm._base import ResourceManager
 from determined.master.rm._scheduler import PriorityScheduler, Start
@@ -280,6 +281,14 @@ class ThreadedResourceManager(ResourceManager):
     # -------------------------------------------------------------------------------------------
     # description, validation, shutdown
 
+    def queue_state(self) -> dict[str, dict[str, Any]]:
+        """Each pool's slots, queued requests (in scheduling order) and running requests."""
+        with self._cond:
+            return {
+                name: _pool_state(scheduler, self._slot_type)
+                for name, scheduler in sorted(self._schedulers.items())
+            }
+
     def slot_count(self) -> int:
         """Slots of the ``default`` pool (as last seen)."""
         with self._cond:
@@ -318,3 +327,31 @@ class ThreadedResourceManager(ResourceManager):
         deadline = time.monotonic() + timeout
         for done in launched:
             done.wait(max(0.0, deadline - time.monotonic()))
+
+
+def _request_state(scheduler: PriorityScheduler, request: AllocationRequest) -> dict[str, Any]:
+    return {
+        "allocation_id": request.allocation_id,
+        "task_id": request.task_id,
+        "job_id": request.job_id,
+        "slots": request.slots,
+        "priority": scheduler.priority_of(request),
+        "weight": scheduler.weight_of(request),
+    }
+
+
+def _pool_state(scheduler: PriorityScheduler, slot_type: str) -> dict[str, Any]:
+    owners: list[str | None] = [None] * scheduler.total_slots
+    running = []
+    for allocation_id, held in sorted(scheduler.running().items()):
+        for slot in held.slot_ids:
+            if 0 <= slot < len(owners):
+                owners[slot] = allocation_id
+        running.append({**_request_state(scheduler, held.request), "slot_ids": list(held.slot_ids)})
+    return {
+        "total_slots": scheduler.total_slots,
+        "slot_type": slot_type,
+        "slots": owners,
+        "queued": [_request_state(scheduler, r) for r in scheduler.queued()],
+        "running": running,
+    }

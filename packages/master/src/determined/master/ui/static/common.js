@@ -122,3 +122,26 @@ export function fillSelect(select, values, wanted) {
 }
 
 document.addEventListener("DOMContentLoaded", () => localTimes());
+
+/** The admins' cluster-wide message, shown under the top bar of every page while it is active. */
+async function showClusterMessage() {
+  let info;
+  try {
+    const response = await fetch("/api/v1/master", { credentials: "same-origin" });
+    if (!response.ok) return;
+    info = await response.json();
+  } catch {
+    return;
+  }
+  const notice = info.clusterMessage;
+  const header = document.querySelector("header.topbar");
+  if (!notice || !notice.message || !header || document.getElementById("cluster-message")) return;
+  const banner = document.createElement("div");
+  banner.id = "cluster-message";
+  banner.className = "cluster-message";
+  banner.setAttribute("role", "status");
+  banner.textContent = notice.message;
+  header.after(banner);
+}
+
+showClusterMessage();
