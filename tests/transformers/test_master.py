@@ -14,7 +14,8 @@ HERE = pathlib.Path(__file__).resolve().parent
 CONTEXT = HERE / "context"
 HOLD_LINE = "holding for a pause after step"  # printed by context/train.py
 STOP_LINE = "the searcher needs no more training from this trial"  # logged by DetCallback
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+# every trial process imports torch and transformers: slow on a loaded CI machine
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def _config(name: str, searcher: dict[str, Any] | None = None, **hparams: Any) -> dict[str, Any]:
