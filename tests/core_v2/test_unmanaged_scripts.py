@@ -167,6 +167,11 @@ def test_context_manager_and_failures_set_the_trial_state(env: dict[str, str], s
     assert trial.state.name == "ERROR"
     assert [m.steps_completed for m in trial.iter_metrics("training")] == [0, 1, 2, 3, 4]
 
+    clean_exit = run_script(env, "context_manager.py", unique("unmanaged-exit0"), "exit0")
+    assert sdk.get_experiment(printed(clean_exit, "experiment id")).state.name == "COMPLETED"
+    bad_exit = run_script(env, "context_manager.py", unique("unmanaged-exit3"), "exit3", ok=False)
+    assert sdk.get_experiment(printed(bad_exit, "experiment id")).state.name == "ERROR"
+
     uncaught = run_script(env, "uncaught_error.py", unique("unmanaged-uncaught"), ok=False)
     assert "boom" in uncaught
     exp = sdk.get_experiment(printed(uncaught, "experiment id"))

@@ -79,6 +79,8 @@ class TrialHeartbeat:
         failure = exc_val if exc_val is not None else self._exception
         if isinstance(failure, determined.InvalidHP):
             failure = None  # the trial ended cleanly (its early exit was reported)
+        if isinstance(failure, SystemExit) and failure.code in (None, 0):
+            failure = None  # sys.exit(0) inside the `with` block is a clean end
         if failure is None and self._exit_code not in (None, 0):
             failure = RuntimeError(f"exit code {self._exit_code}")
         if failure is not None:
