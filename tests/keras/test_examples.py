@@ -9,12 +9,14 @@ from __future__ import annotations
 import importlib.metadata
 import pathlib
 import shutil
+import subprocess
+import sys
 from typing import Any
 
 import pytest
 import yaml
 from e2e.harness import EXAMPLES, MasterAPI
-from keras_helpers import LEGACY_PYTHON
+from keras_helpers import LEGACY_PYTHON, clean_env
 
 KERAS_EXAMPLE = EXAMPLES / "keras"
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -118,7 +120,7 @@ def test_adaptive_search_stops_trials_early(api: MasterAPI) -> None:
 
 
 def test_tfkeras_trial_runs_through_the_trial_runner_hook(
-    api: MasterAPI, tmp_path: pathlib.Path
+    api: MasterAPI, tmp_path: pathlib.Path, master_dir: pathlib.Path
 ) -> None:
     context = tmp_path / "context"
     shutil.copytree(KERAS_EXAMPLE, context, ignore=shutil.ignore_patterns("__pycache__"))
@@ -140,6 +142,28 @@ def test_tfkeras_trial_runs_through_the_trial_runner_hook(
     validation = [api.values(v) for v in api.metrics(trial["id"], "validation")]
     assert [v["epochs"] for v in validation] == [5, 10, 15, 20, 25, 30], validation
     assert "val_categorical_accuracy" in validation[-1]
+
+    # Its checkpoints hold what det.keras.load_model_from_checkpoint_path needs, the code included.
+    checkpoints = api.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
+    latest = max(checkpoints, key=lambda c: c["metadata"]["steps_completed"])
+    for name in ("load_data.json", "keras_callbacks_state.pkl", "code/model_def.py"):
+        assert name in latest["resources"], sorted(latest["resources"])
+    script = (
+        "import sys, determined as det\n"
+        "model = det.keras.load_model_from_checkpoint_path(sys.argv[1])\n"
+        "print('loaded', model.predict(__import__('numpy').zeros((2, 4)), verbose=0).shape)\n"
+    )
+    checkpoint_dir = master_dir / "checkpoints" / latest["uuid"]
+    loaded = subprocess.run(
+        [sys.executable, "-c", script, str(checkpoint_dir)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,  # not the context directory: the trial class comes from the checkpoint's code/
+        env=clean_env(),
+        timeout=240,
+    )
+    assert loaded.returncode == 0, loaded.stderr[-4000:]
+    assert "loaded (2, 3)" in loaded.stdout, loaded.stdout
 
 
 @pytest.mark.skipif(not LEGACY_PYTHON.exists(), reason="needs the legacy venv (make legacy-venv)")
