@@ -165,6 +165,8 @@ class UnmanagedContext(core.Context):
             super().close(exc_type, exc_val, exc_tb)
         finally:
             try:
+                if started and self._output_shipper is not None:
+                    self._output_shipper.flush()  # the output lands before the final state
                 if started and self._heartbeat is not None:
                     self._heartbeat.close(exc_val)
             finally:

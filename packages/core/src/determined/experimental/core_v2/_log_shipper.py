@@ -91,6 +91,10 @@ class OutputShipper:
             self._thread = None
         self._ship()
 
+    def flush(self) -> None:
+        """Send the complete lines printed so far."""
+        self._ship()
+
     def _add(self, line: str, stdtype: str) -> None:
         entry = {
             "taskId": self._task_id,
