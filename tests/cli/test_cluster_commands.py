@@ -237,3 +237,65 @@ def test_cluster_message_set_get_clear(det: Det) -> None:
         assert code == 1 and text in err, err
     code, _, err = det.run("-u", "admin", "master", "cluster-message", "set", "-e", "a", "-d", "1h")
     assert code == 2  # argparse: --end and --duration exclude each other
+
+
+def test_cluster_answers_carry_upstream_required_fields(
+    det: Det, api: Session, write_config: Callable[..., pathlib.Path], context_dir: pathlib.Path
+) -> None:
+    """Upstream's own client parses these answers with required fields (its ``bindings``)."""
+    pool = api.request("GET", "/api/v1/resource-pools")["resourcePools"][0]
+    assert set(pool) >= {
+        "agentDockerImage",
+        "auxContainerCapacity",
+        "clusterName",
+        "defaultAuxPool",
+        "defaultComputePool",
+        "details",
+        "maxAgents",
+        "name",
+        "numAgents",
+        "preemptible",
+        "resourceManagerMetadata",
+        "schedulerFittingPolicy",
+        "schedulerType",
+        "slotType",
+        "slotsAvailable",
+        "slotsUsed",
+        "startupScript",
+        "type",
+    }
+    exp_id = _create(det, write_config(hyperparameters={"forever": True}), context_dir)
+    try:
+        (wrapped,) = wait_for(
+            lambda: api.request("GET", "/api/v1/job-queues-v2")["jobs"], "a job in the queue"
+        )
+        assert set(wrapped["full"]) >= {
+            "allocatedSlots",
+            "entityId",
+            "isPreemptible",
+            "jobId",
+            "name",
+            "requestedSlots",
+            "resourcePool",
+            "submissionTime",
+            "type",
+            "username",
+            "workspaceId",
+        }
+        assert set(wrapped["full"]["summary"]) == {"jobsAhead", "state"}
+        (v1_job,) = api.request("GET", "/api/v1/job-queues")["jobs"]
+        assert v1_job == wrapped["full"]
+        wait_for(
+            lambda: api.request("GET", "/api/v1/tasks")["allocationIdToSummary"], "a running task"
+        )
+        (agent,) = api.request("GET", "/api/v1/agents")["agents"]
+        (slot,) = agent["slots"].values()
+        assert set(slot["container"]) >= {"id", "state"}
+        assert set(slot["device"]) == {"brand", "id", "type", "uuid"}
+        summary = api.request("GET", "/api/v1/tasks")["allocationIdToSummary"]
+        assert [r["containerId"] for s in summary.values() for r in s["resources"]] == [
+            slot["container"]["id"]
+        ]
+    finally:
+        det.ok("e", "kill", str(exp_id))
+        wait_state(api, exp_id)

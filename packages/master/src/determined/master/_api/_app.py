@@ -94,6 +94,42 @@ def master_config(request: Request, p: Principal = Depends(authenticate)) -> dic
     }
 
 
+_STATIC_POOL_FIELDS: dict[str, Any] = {
+    **dict.fromkeys(
+        (
+            "agentDockerImage",
+            "agentDockerNetwork",
+            "agentDockerRuntime",
+            "agentFluentImage",
+            "containerStartupScript",
+            "description",
+            "imageId",
+            "instanceType",
+            "location",
+            "masterCertName",
+            "masterUrl",
+            "startupScript",
+        ),
+        "",
+    ),
+    **dict.fromkeys(
+        (
+            "auxContainerCapacity",
+            "auxContainerCapacityPerAgent",
+            "auxContainersRunning",
+            "maxAgentStartingPeriod",
+            "maxAgents",
+            "maxIdleAgentPeriod",
+            "minAgents",
+        ),
+        0,
+    ),
+    "preemptible": False,
+    "resourceManagerMetadata": {},
+    "schedulerFittingPolicy": "FITTING_POLICY_BEST",
+}
+
+
 @info_router.get("/api/v1/resource-pools")
 def resource_pools(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
     """The one resource pool of the local resource manager."""
@@ -111,6 +147,9 @@ def resource_pools(request: Request, p: Principal = Depends(authenticate)) -> di
                 "slotsUsed": describe.get("used", 0),
                 "numAgents": 1,
                 "details": describe,
+                # upstream's other required fields, so its own clients parse the pool
+                **_STATIC_POOL_FIELDS,
+                "clusterName": master_of(request).config.cluster_name or "det",
             }
         ],
         "pagination": pagination(0, 1, 1, 1),
