@@ -110,6 +110,16 @@ UPSTREAM_PARAMS: dict[str, list[str]] = {
     "errors.MasterNotFoundException": ["message", "*args"],
     "errors.DeleteFailedException": ["error_message"],
     "errors.BadResponseException": ["message", "*args"],
+    "api.authentication.login": ["master_address", "username", "password", "cert="],
+    "api.authentication.login_with_cache": [
+        "master_address",
+        "requested_user=",
+        "password=",
+        "cert=",
+    ],
+    "api.authentication.logout": ["master_address", "requested_user", "cert"],
+    "api.authentication.login_from_task": ["master_address", "cert"],
+    "api.metric.get_validation_metric": ["metric_name", "validation"],
     "api.read_paginated": ["get_with_offset", "offset=", "pages="],
     "api.get_default_master_url": [],
     "api.pprint_logs": ["logs"],
@@ -467,11 +477,9 @@ def test_trial_context_reads_a_cluster_info() -> None:
 
 @pytest.fixture(scope="module")
 def session(module_master: Any) -> api.Session:
-    from determined.client import login
+    from determined.common.api import authentication
 
-    token = login(module_master.url, "determined", "").token
-    assert token is not None
-    return api.Session(module_master.url, "determined", token, None)
+    return authentication.login(module_master.url, "determined", "")  # caches no token
 
 
 def _unreachable_url() -> str:
@@ -538,6 +546,46 @@ def test_upstream_errors_keep_upstream_constructors() -> None:
     raised = client.UnauthenticatedError("POST", "/login", 401, "invalid credentials")
     assert isinstance(raised, errors.InvalidCredentialsException)  # a refused login, as upstream
     assert raised.status == raised.status_code == 401
+
+
+def test_authentication_logs_in_and_out(
+    module_master: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from determined.common.api import authentication
+
+    for name in ("DET_USER", "DET_PASS", "DET_USER_TOKEN", "DET_SESSION_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DET_CONFIG_DIR", str(tmp_path / "config"))
+    url = module_master.url
+    session = authentication.login(url, "determined", "")
+    assert session.username == "determined" and session.get("/api/v1/me").ok
+    with pytest.raises(errors.InvalidCredentialsException):
+        authentication.login(url, "determined", "wrong-password")
+
+    cached = authentication.login_with_cache(url, "determined", "")
+    assert bindings.get_GetMe(cached).user.username == "determined"
+    assert authentication.TokenStore().users(url) == ["determined"]
+    authentication.logout_all(url, None)
+    assert authentication.TokenStore().users(url) == []
+    with pytest.raises(errors.UnauthenticatedException):
+        bindings.get_GetMe(cached)  # the token was revoked on the master
+
+    with pytest.raises(ValueError, match="DET_SESSION_TOKEN"):
+        authentication.login_from_task(url, None)
+    monkeypatch.setenv("DET_SESSION_TOKEN", "t")
+    monkeypatch.setenv("DET_USER", "someone")
+    task = authentication.login_from_task(url, None)
+    assert (
+        isinstance(task, api.TaskSession)
+        and task.headers()["Grpc-Metadata-x-allocation-token"] == "Bearer t"
+    )
+    with pytest.raises(ValueError, match="8 characters"):
+        authentication.check_password_complexity("Ab1")
+    authentication.check_password_complexity("Abcdefg1")
+    assert (
+        api.metric.get_validation_metric("loss", {"metrics": {"validation_metrics": {"loss": 0.5}}})
+        == 0.5
+    )
 
 
 def test_log_helpers(session: api.Session, capsys: pytest.CaptureFixture[str]) -> None:

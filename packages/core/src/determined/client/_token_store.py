@@ -76,6 +76,10 @@ class TokenStore:
         token = entry["tokens"].get(name) if name else None
         return token if isinstance(token, str) else None
 
+    def users(self, master: str) -> list[str]:
+        """The users with a cached token on ``master``."""
+        return sorted(self._entry(self._load(), master)["tokens"])
+
     def active_user(self, master: str) -> str | None:
         """The user who logged in last on ``master`` and has not logged out."""
         user = self._entry(self._load(), master).get("active_user")

@@ -262,6 +262,11 @@ class v1TrialSourceInfoType(DetEnum):
     FINE_TUNING = "TRIAL_SOURCE_INFO_TYPE_FINE_TUNING"
 
 
+class v1LaunchWarning(DetEnum):
+    UNSPECIFIED = "LAUNCH_WARNING_UNSPECIFIED"
+    CURRENT_SLOTS_EXCEEDED = "LAUNCH_WARNING_CURRENT_SLOTS_EXCEEDED"
+
+
 # ---- messages ---------------------------------------------------------------------------------
 class v1Pagination(Message):
     """Where a page of a listing starts and ends, and the total count."""

@@ -7,7 +7,17 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
+from determined.common.api._messages import v1LaunchWarning
+
 T = TypeVar("T")
+
+WARNING_MESSAGE_MAP = {
+    v1LaunchWarning.CURRENT_SLOTS_EXCEEDED: (
+        "Warning: The requested job requires more slots than currently available. "
+        "You may need to increase cluster resources in order for the job to run."
+    )
+}
+"""What to tell the user for each warning the master attaches to a launched job."""
 
 
 class PageOpts(str, enum.Enum):

@@ -52,6 +52,7 @@ from determined.common.api._messages import (
     v1GetUserResponse,
     v1GetUsersResponse,
     v1GetValidationMetricsResponse,
+    v1LoginResponse,
     v1PatchExperimentResponse,
     v1PatchModelResponse,
     v1PatchModelVersionResponse,
@@ -109,6 +110,8 @@ _VERSION = {"modelName": "model_name", "modelVersionNum": "version"}
 
 _BINDINGS: dict[str, _Binding] = {
     "get_GetMaster": _Binding("master.info", response=v1GetMasterResponse),
+    "post_Login": _Binding("auth.login", body=True, response=v1LoginResponse),
+    "post_Logout": _Binding("auth.logout"),
     "get_GetMasterConfig": _Binding("master.config", response=v1GetMasterConfigResponse),
     # users
     "get_GetMe": _Binding("users.me", response=v1GetMeResponse),
