@@ -182,6 +182,25 @@ def test_master_config_is_for_admins(det: Det) -> None:
     assert config["checkpoint_storage"]["type"] == "shared_fs"
     assert json.loads(det.ok("-u", "admin", "master", "config", "--json")) == config
     assert json.loads(det.ok("-u", "admin", "master", "config", "show", "--json")) == config
+    assert config["log"] == {"level": "info", "color": False}
+
+    # det master config set: the log level and colour until the master restarts
+    code, out, err = det.run("-u", "admin", "master", "config", "set", "--log.level", "DEBUG")
+    assert code == 0 and out == "Successfully made changes to the master config.\n"
+    assert "ephemeral" in err
+    try:
+        det.ok("-u", "admin", "master", "config", "set", "--log.color", "on")
+        shown = json.loads(det.ok("-u", "admin", "master", "config", "--json"))["log"]
+        assert shown == {"level": "debug", "color": True}
+    finally:
+        det.ok(
+            "-u", "admin", "master", "config", "set", "--log.level", "INFO", "--log.color", "off"
+        )
+    assert yaml.safe_load(det.ok("-u", "admin", "master", "config"))["log"]["level"] == "info"
+    code, _, err = det.run("-u", "determined", "master", "config", "set", "--log.level", "DEBUG")
+    assert code == 1 and "forbidden" in err
+    code, _, err = det.run("-u", "admin", "master", "config", "set")
+    assert code == 1 and "--log.level and --log.color" in err
 
 
 def test_cluster_message_set_get_clear(det: Det) -> None:

@@ -27,6 +27,31 @@ def show_config(args: argparse.Namespace) -> None:
         sys.stdout.write(_render.dump_yaml(config))
 
 
+LOG_LEVELS = ["TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
+
+
+def set_config(args: argparse.Namespace) -> None:
+    level = getattr(args, "log_level", None)
+    color = getattr(args, "log_color", None)
+    if level is None and color is None:
+        from determined.cli._errors import CliError
+
+        raise CliError(
+            "Please provide at least one argument to set master config. "
+            "Currently, the supported fields are --log.level and --log.color."
+        )
+    _session.api(args).master.patch_config(
+        log_level=f"LOG_LEVEL_{level}" if level else None,
+        log_color=None if color is None else color == "on",
+    )
+    warning = (
+        "This will only make ephemeral changes to the master config, "
+        "that will be lost if the user restarts the cluster."
+    )
+    print(_render.colored(warning, "yellow", sys.stderr), file=sys.stderr)
+    print("Successfully made changes to the master config.")
+
+
 def logs(args: argparse.Namespace) -> None:
     if args.tail is not None and args.tail < 0:
         from determined.cli._errors import CliError
@@ -69,6 +94,27 @@ COMMANDS = [
                             )
                         ],
                         default=True,
+                    ),
+                    Cmd(
+                        "set",
+                        set_config,
+                        "set master config",
+                        [
+                            Arg(
+                                "--log.level",
+                                dest="log_level",
+                                default=None,
+                                choices=LOG_LEVELS,
+                                help="set the master's log level",
+                            ),
+                            Arg(
+                                "--log.color",
+                                dest="log_color",
+                                default=None,
+                                choices=["on", "off"],
+                                help="set the master's log colour",
+                            ),
+                        ],
                     ),
                     Group(
                         Arg("--json", action="store_true", help="print as JSON"),

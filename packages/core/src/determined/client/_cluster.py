@@ -24,6 +24,20 @@ class MasterInfoClient:
         """The master's configuration (``config``; admins only)."""
         return r.call(self.session, r.MASTER_CONFIG)
 
+    def patch_config(self, *, log_level: str | None = None, log_color: bool | None = None) -> None:
+        """Change the master's log level (``LOG_LEVEL_DEBUG``, ...) or colour until it restarts
+        (admins only)."""
+        log: dict[str, Any] = {}
+        paths: list[str] = []
+        if log_level is not None:
+            log["level"] = log_level
+            paths.append("log.level")
+        if log_color is not None:
+            log["color"] = log_color
+            paths.append("log.color")
+        body = {"config": {"log": log}, "fieldMask": {"paths": paths}}
+        r.call(self.session, r.MASTER_CONFIG_PATCH, body=body)
+
     def logs(self, params: Mapping[str, Any] | None = None) -> Iterator[dict[str, Any]]:
         """The master's own log records as it streams them (``follow`` keeps it open)."""
         return r.stream(self.session, r.MASTER_LOGS, params=params)

@@ -124,6 +124,7 @@ def download(
 # ---- master ---------------------------------------------------------------------------------------
 MASTER_INFO = _route("master.info", "GET", "/api/v1/master")
 MASTER_CONFIG = _route("master.config", "GET", "/api/v1/master/config")
+MASTER_CONFIG_PATCH = _route("master.patch_config", "PATCH", "/api/v1/master/config")
 MASTER_LOGS = _route("master.logs", "GET", "/api/v1/master/logs")
 PREVIEW_HP_SEARCH = _route("master.preview_hp_search", "POST", "/api/v1/preview-hp-search", True)
 

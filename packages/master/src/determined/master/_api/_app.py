@@ -33,10 +33,12 @@ from determined.master._api._deps import (
     bool_param,
     cluster_messages_of,
     int_param,
+    json_body,
+    log_settings_of,
     master_of,
     require_admin,
 )
-from determined.master._wire import APIError, error_body, pagination
+from determined.master._wire import APIError, error_body, get, pagination
 
 if TYPE_CHECKING:
     from determined.master._master import Master
@@ -90,8 +92,39 @@ def master_config(request: Request, p: Principal = Depends(authenticate)) -> dic
             "checkpoint_storage": cfg.checkpoint_storage_config(),
             "resource_manager": cfg.resource_manager_config(),
             "cluster_name": cfg.cluster_name,
+            "log": log_settings_of(request).describe(),
         }
     }
+
+
+@info_router.patch("/api/v1/master/config")
+def patch_master_config(
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Change the log level or colour until the master restarts (``config.log`` with a
+    ``fieldMask`` naming ``log.level``/``log.color``; admins only, as upstream)."""
+    require_admin(p)
+    mask = get(body, "field_mask")
+    paths = mask.get("paths") if isinstance(mask, dict) else None
+    if not isinstance(paths, list) or not paths:
+        raise APIError(400, "fieldMask.paths: name the fields to change (log.level, log.color)")
+    unknown = [x for x in paths if x not in ("log.level", "log.color")]
+    if unknown:
+        raise APIError(400, f"fieldMask.paths: unsupported fields {unknown}")
+    config = body.get("config")
+    log = config.get("log") if isinstance(config, dict) else None
+    if not isinstance(log, dict):
+        raise APIError(400, "config.log: required")
+    level = log.get("level") if "log.level" in paths else None
+    color = log.get("color") if "log.color" in paths else None
+    if "log.level" in paths and not isinstance(level, str):
+        raise APIError(400, "config.log.level: must be a LOG_LEVEL_* name")
+    if "log.color" in paths and not isinstance(color, bool):
+        raise APIError(400, "config.log.color: must be true or false")
+    log_settings_of(request).change(level=level, color=color)
+    return {}
 
 
 _STATIC_POOL_FIELDS: dict[str, Any] = {

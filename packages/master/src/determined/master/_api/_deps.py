@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from determined.master._core._cluster_messages import ClusterMessages
     from determined.master._core._cluster_view import ClusterView
     from determined.master._core._experiments import Experiments
+    from determined.master._core._log_settings import LogSettings
     from determined.master._core._metrics_writer import MetricsWriter
     from determined.master._core._model_registry import ModelRegistry
     from determined.master._core._searcher_ops import SearcherOperations
@@ -109,6 +110,11 @@ def cluster_view_of(request: Request) -> ClusterView:
 def resource_usage_of(request: Request) -> ResourceUsage:
     """Historical slot use of allocations."""
     return master_of(request).manager.resource_usage
+
+
+def log_settings_of(request: Request) -> LogSettings:
+    """The master's log level and colour."""
+    return master_of(request).manager.log_settings
 
 
 def loads(raw: bytes) -> Any:

@@ -18,6 +18,7 @@
     ClusterMessages     the cluster-wide message of the admins
     ClusterView         the job queue and the slots (the RM's queue joined with job owners)
     ResourceUsage       historical slot use of allocations (``det resources``)
+    LogSettings         the master's log level and colour, changed at run time
 
 Each service gets only the services it uses; the REST routes use ``experiments``,
 ``searcher_operations``, ``trial_records``, ``accounts``, ``allocations`` and ``metrics_writer``.
@@ -37,6 +38,7 @@ from determined.master._core._cluster_view import ClusterView
 from determined.master._core._events import AllocationEvents
 from determined.master._core._experiments import Experiments
 from determined.master._core._lifecycle import Lifecycle
+from determined.master._core._log_settings import LogSettings
 from determined.master._core._metrics_writer import MetricsWriter
 from determined.master._core._model_registry import ModelRegistry
 from determined.master._core._recovery import recover
@@ -89,6 +91,7 @@ class Manager:
         self.cluster_messages = ClusterMessages(db)
         self.cluster_view = ClusterView(db, rm, utcnow())
         self.resource_usage = ResourceUsage(db)
+        self.log_settings = LogSettings()
         self._metrics_writer: MetricsWriter | None = None
         self._metrics_writer_lock = threading.Lock()
 
