@@ -12,6 +12,7 @@ import inspect
 import json
 import logging
 import math
+import os
 import pathlib
 import socket
 import subprocess
@@ -161,6 +162,16 @@ UPSTREAM_PARAMS: dict[str, list[str]] = {
     "bindings.get_GetCheckpoint": ["session", "*", "checkpointUuid"],
     "bindings.patch_PatchModel": ["session", "*", "body", "modelName"],
     "bindings.get_GetModelVersion": ["session", "*", "modelName", "modelVersionNum"],
+    "bindings.get_GetTrialMetricsByCheckpoint": [
+        "session",
+        "*",
+        "checkpointUuid",
+        "metricGroup=",
+        "trialSourceInfoType=",
+    ],
+    "bindings.put_PutExperiment": ["session", "*", "body", "externalExperimentId"],
+    "bindings.post_CreateTrial": ["session", "*", "body"],
+    "bindings.post_StartTrial": ["session", "*", "body", "trialId"],
     "bindings.get_GetExperimentTrials": [
         "session",
         "*",
@@ -504,11 +515,33 @@ def test_session_and_bindings_talk_to_the_master(session: api.Session) -> None:
         assert same.get("/api/v1/me").json()["user"]["username"] == "determined"
 
 
+def test_unmanaged_bindings_upsert_by_external_id(
+    session: api.Session, tmp_path: pathlib.Path
+) -> None:
+    external = f"h5-{os.getpid()}-{tmp_path.name}"
+    config = json.dumps(
+        {
+            "name": "bindings-unmanaged",
+            "searcher": {"name": "single", "metric": "loss"},
+            "checkpoint_storage": {"type": "shared_fs", "host_path": str(tmp_path)},
+        }
+    )
+    request = bindings.v1CreateExperimentRequest(config=config, unmanaged=True)
+    first = bindings.put_PutExperiment(session, body=request, externalExperimentId=external)
+    again = bindings.put_PutExperiment(session, body=request, externalExperimentId=external)
+    assert isinstance(first.experiment, bindings.v1Experiment)
+    assert first.experiment.id == again.experiment.id and again.experiment.unmanaged is True
+    got = bindings.get_GetExperiment(session, experimentId=first.experiment.id)
+    assert got.experiment.externalExperimentId == external
+
+
 def test_errors_map_from_the_client(session: api.Session, module_master: Any) -> None:
     for call in (
         lambda: bindings.get_GetExperiment(session, experimentId=424242),
         lambda: session.get("/api/v1/experiments/424242"),
         lambda: bindings.get_GetCheckpoint(session, checkpointUuid="no-such-uuid"),
+        lambda: bindings.get_GetTrialMetricsByCheckpoint(session, checkpointUuid="no-such-uuid"),
+        lambda: bindings.get_GetTrial(session, trialId=424242),
     ):
         with pytest.raises(errors.NotFoundException) as missing:
             call()

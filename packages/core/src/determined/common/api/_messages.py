@@ -402,6 +402,34 @@ class v1GetBestSearcherValidationMetricResponse(Message):
     pass
 
 
+class v1PutExperimentResponse(Message):
+    _types = {"experiment": v1Experiment}
+
+
+class v1CreateTrialRequest(Message):
+    pass
+
+
+class v1CreateTrialResponse(Message):
+    _types = {"trial": trialv1Trial}
+
+
+class v1PutTrialRequest(Message):
+    _types = {"createTrialRequest": v1CreateTrialRequest}
+
+
+class v1PutTrialResponse(Message):
+    _types = {"trial": trialv1Trial}
+
+
+class v1StartTrialRequest(Message):
+    pass
+
+
+class v1StartTrialResponse(Message):
+    pass
+
+
 class v1GetTrialResponse(Message):
     _types = {"trial": trialv1Trial}
 

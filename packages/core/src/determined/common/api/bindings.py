@@ -27,6 +27,7 @@ from determined.common.api._messages import (
     DetEnum,
     Message,
     v1CreateExperimentResponse,
+    v1CreateTrialResponse,
     v1GetBestSearcherValidationMetricResponse,
     v1GetCheckpointResponse,
     v1GetExperimentCheckpointsResponse,
@@ -61,6 +62,9 @@ from determined.common.api._messages import (
     v1PostModelResponse,
     v1PostModelVersionResponse,
     v1PostUserResponse,
+    v1PutExperimentResponse,
+    v1PutTrialResponse,
+    v1StartTrialResponse,
     v1TaskLogsResponse,
     v1TrialLogsResponse,
 )
@@ -156,6 +160,12 @@ _BINDINGS: dict[str, _Binding] = {
         "experiments.create", body=True, response=v1CreateExperimentResponse
     ),
     "get_GetExperiment": _Binding("experiments.get", _EXP, response=v1GetExperimentResponse),
+    "put_PutExperiment": _Binding(
+        "experiments.put_unmanaged",
+        {"externalExperimentId": "external_experiment_id"},
+        body=True,
+        response=v1PutExperimentResponse,
+    ),
     "patch_PatchExperiment": _Binding(
         "experiments.patch",
         {"experiment_id": "experiment_id"},
@@ -188,6 +198,16 @@ _BINDINGS: dict[str, _Binding] = {
     # trials
     "get_GetTrial": _Binding("trials.get", {"trialId": "trial_id"}, response=v1GetTrialResponse),
     "post_KillTrial": _Binding("trials.kill", {"id": "trial_id"}),
+    "post_CreateTrial": _Binding(
+        "trials.create_unmanaged", body=True, response=v1CreateTrialResponse
+    ),
+    "put_PutTrial": _Binding("trials.put_unmanaged", body=True, response=v1PutTrialResponse),
+    "post_StartTrial": _Binding(
+        "trials.start_unmanaged",
+        {"trialId": "trial_id"},
+        body=True,
+        response=v1StartTrialResponse,
+    ),
     "get_GetTrialCheckpoints": _Binding(
         "trials.checkpoints",
         {"id": "trial_id"},
