@@ -33,15 +33,6 @@ UPSTREAM = load_upstream()
 # of these is an expected failure (listed in the test's output), not a regression; an entry that
 # no longer has problems is reported as landed and should be removed from here.
 PENDING: dict[str, str] = {
-    "determined.common.api.authentication": "H5 (common.api; not in H5's list)",
-    "determined.common.api.metric": "H5 (common.api; not in H5's list)",
-    "determined.common.api.pprint_logs": "H5 (common.api; not in H5's list)",
-    "determined.common.api.task_logs": "H5 (common.api; not in H5's list)",
-    "determined.common.api.trial_logs": "H5 (common.api; not in H5's list)",
-    "determined.common.api.WARNING_MESSAGE_MAP": "H5 (common.api; not in H5's list)",
-    "determined.keras.ArrayLike": "H4 (keras legacy names; not in H4's list)",
-    "determined.keras.get_rng_state": "H4 (keras legacy names; not in H4's list)",
-    "determined.keras.set_rng_state": "H4 (keras legacy names; not in H4's list)",
     "determined.pytorch.samplers.SkipBatchSampler.length": "unassigned (det-plugin-pytorch)",
 }
 
