@@ -6,6 +6,8 @@ with each report; this conftest collects them and prints them at the end of the 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 _COVERAGE: list[str] = []
@@ -24,3 +26,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section("upstream API coverage (Determined 0.38.1)")
         for line in lines:
             terminalreporter.write_line(line)
+        counts = [re.search(r": (\d+)/(\d+) names", line) for line in lines]
+        matched = sum(int(m.group(1)) for m in counts if m)
+        total = sum(int(m.group(2)) for m in counts if m)
+        terminalreporter.write_line(f"all compared modules: {matched}/{total} names match upstream")
