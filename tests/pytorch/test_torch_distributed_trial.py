@@ -68,11 +68,12 @@ def test_torch_distributed_trial_entrypoint_on_two_slots(api: Any, tmp_path: pat
     state = api.wait_experiment(experiment, timeout=300)
     assert state == "STATE_COMPLETED", api.debug(experiment)
     (trial,) = api.trials(experiment)
-    logs = api.logs(trial["id"])
-    for rank in (0, 1):
-        assert any(f"[rank={rank}] trial class on rank {rank} of 2" in line for line in logs), logs[
-            -40:
-        ]
+    entries = api.log_entries(trial["id"])
+    for rank in (0, 1):  # the master keeps wrap_rank's "[rank=N] " prefix as the entry's rankId
+        assert any(
+            e.get("rankId") == rank and f"trial class on rank {rank} of 2" in str(e.get("log"))
+            for e in entries
+        ), api.debug(experiment)
     assert trial["totalBatchesProcessed"] == 20
     validation = [api.values(r) for r in api.metrics(trial["id"], "validation")]
     assert [v["fn_count"] for v in validation] == [6, 6]  # 10 records over 2 ranks, both counted

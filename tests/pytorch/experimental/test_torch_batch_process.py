@@ -215,10 +215,17 @@ def test_two_ranks_killed_midway_and_restarted_skip_what_was_done(
     # Both ranks hold at batch 4, after the checkpoint of batches 0-2 and with batch 3 done
     # but not yet checkpointed: kill both processes there.
     def holding() -> bool:
-        logs = api.logs(trial_id)
-        return all(any(f"[rank={r}] holding at batch 4" in line for line in logs) for r in (0, 1))
+        ranks = {
+            entry.get("rankId")
+            for entry in api.log_entries(trial_id)
+            if "holding at batch 4" in str(entry.get("log") or "")
+        }
+        return ranks >= {0, 1}
 
-    api.wait_for(holding, 240, "both ranks holding at batch 4")
+    try:
+        api.wait_for(holding, 240, "both ranks holding at batch 4")
+    except TimeoutError:
+        pytest.fail(api.debug(experiment))
     logs = api.logs(trial_id)
     assert any("reported a checkpoint of 3 batches" in line for line in logs), logs[-30:]
     first_pids = {int((out / f"pid-rank{r}").read_text()) for r in (0, 1)}
@@ -226,7 +233,7 @@ def test_two_ranks_killed_midway_and_restarted_skip_what_was_done(
         os.kill(pid, signal.SIGKILL)
     (out / "release").touch()  # the restarted run does not hold
 
-    state = api.wait_experiment(experiment, timeout=300)
+    state = api.wait_experiment(experiment, timeout=150)
     assert state == "STATE_COMPLETED", api.debug(experiment)
     (trial,) = api.trials(experiment)
     assert trial.get("restarts") == 1, api.debug(experiment)

@@ -99,25 +99,20 @@ def _check_launcher(info: det.ClusterInfo | None) -> None:
 def _restore_progress(core_context: core.Context, info: det.ClusterInfo | None) -> tuple[int, str]:
     """``(batches already done per rank, output id)``: from the latest checkpoint, else fresh.
 
-    The chief reads the checkpoint and tells the other ranks, so they agree whatever they see.
+    Every rank calls: the chief draws the fresh output id, and every rank reads the checkpoint
+    (``restore_path`` is a collective of the ranks sharing a machine).
     """
     distributed = core_context.distributed
-    answer: tuple[int, str] | None = None
+    fresh = distributed.broadcast(str(uuid.uuid4()) if distributed.rank == 0 else None)
+    latest = info.latest_checkpoint if info is not None else None
+    if latest is None:
+        return 0, str(fresh)
+    with core_context.checkpoint.restore_path(latest) as path:
+        metadata = json.loads((path / "metadata.json").read_text())
+    skip = int(metadata.get("steps_completed") or 0)
     if distributed.rank == 0:
-        latest = info.latest_checkpoint if info is not None else None
-        answer = (0, str(uuid.uuid4()))
-        if latest is not None:
-            with core_context.checkpoint.restore_path(latest) as path:
-                metadata = json.loads((path / "metadata.json").read_text())
-            answer = (
-                int(metadata.get("steps_completed") or 0),
-                str(metadata.get("default_output_uuid") or answer[1]),
-            )
-            logger.info(
-                "torch_batch_process: resuming after %d batches (checkpoint %s)", answer[0], latest
-            )
-    skip, output_id = distributed.broadcast(answer)
-    return int(skip), str(output_id)
+        logger.info("torch_batch_process: resuming after %d batches (checkpoint %s)", skip, latest)
+    return skip, str(metadata.get("default_output_uuid") or fresh)
 
 
 def _checkpoint(core_context: core.Context, steps_completed: int, output_id: str) -> None:
