@@ -31,7 +31,8 @@ import torch
 import torch.distributed
 
 import determined as det
-from determined import core, pytorch
+from determined import core
+from determined.pytorch._data import DataLoader
 from determined.pytorch._trainer import _init_process_group
 from determined.pytorch.experimental._batch_processor import (
     TorchBatchProcessor,
@@ -197,7 +198,7 @@ def torch_batch_process(
                 core_context,
                 info,
                 batch_processor_cls,
-                pytorch.DataLoader(dataset, batch_size=per_batch, shuffle=False, **loader_kwargs),
+                DataLoader(dataset, batch_size=per_batch, shuffle=False, **loader_kwargs),
                 max_batches,
                 checkpoint_interval,
                 storage,
@@ -211,7 +212,7 @@ def _run(
     core_context: core.Context,
     info: det.ClusterInfo | None,
     batch_processor_cls: type[TorchBatchProcessor],
-    data: pytorch.DataLoader,
+    data: DataLoader,
     max_batches: int | None,
     checkpoint_interval: int,
     storage: str | dict[str, Any],
@@ -220,7 +221,7 @@ def _run(
     skip, output_id = _restore_progress(core_context, info)
     context = TorchBatchProcessorContext(core_context, f"{output_id}/rank_{rank}")
     context._storage_manager = storage_manager_for(storage)
-    processor = batch_processor_cls(context=context)  # type: ignore[call-arg]
+    processor = batch_processor_cls(context=context)
 
     loader = data.get_data_loader(repeat=False, skip=skip, num_replicas=size, rank=rank)
     # Every rank runs the same count (a rank with no item in the last global batch gets None
