@@ -256,3 +256,39 @@ def test_two_ranks_killed_midway_and_restarted_skip_what_was_done(
     # the reducer counted the 21 - 3 * 2 * 2 = 9 items of the restarted run, on both ranks
     (report,) = api.metrics(trial_id, "validation")
     assert api.values(report)["items"] == 9
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_paused_after_a_checkpoint_and_activated_continues_there(
+    api: Any, tmp_path: pathlib.Path
+) -> None:
+    context = tmp_path / "context"
+    context.mkdir()
+    shutil.copy(JOB / "batch_job.py", context)
+    out = tmp_path / "out"
+    out.mkdir()
+    config = _batch_config(out, hold_at=4)
+    config["entrypoint"] = config["entrypoint"].replace(" 21 2 3 ", " 41 2 3 ")  # 11 batches/rank
+    config["max_restarts"] = 0
+    experiment = api.create_experiment(config, context)
+    trial_id = api.wait_for(lambda: (api.trials(experiment) or [{}])[0].get("id"), what="a trial")
+    api.wait_for(
+        lambda: any("holding at batch 4" in line for line in api.logs(trial_id)), 240, "a hold"
+    )
+    api.post(f"/api/v1/experiments/{experiment}/pause")
+    api.wait_experiment(experiment, {"STATE_PAUSED"}, timeout=120)
+    (out / "release").touch()
+    api.wait_exited(trial_id)  # preempted right after its next checkpoint
+    stopped = [line for line in api.logs(trial_id) if "preempted after" in line]
+    assert stopped, api.debug(experiment)
+    stopped_at = int(stopped[0].split("preempted after ")[1].split()[0])
+    assert stopped_at in (6, 9)
+    api.post(f"/api/v1/experiments/{experiment}/activate")
+    state = api.wait_experiment(experiment, timeout=150)
+    assert state == "STATE_COMPLETED", api.debug(experiment)
+
+    assert read_items(out) == list(range(41))
+    first_pid = int(read_calls(out, 0)[0][0])
+    second = [b for pid, b, _ in read_calls(out, 0) if pid != first_pid]
+    assert second == list(range(stopped_at, 11))  # continued after the pause checkpoint
