@@ -1,6 +1,7 @@
 """``det.pytorch.experimental.torch_batch_process``: off-cluster in one process and under the
 torch_distributed launcher, and as a 2-slot experiment on a real master that is killed midway and
-restarted by the master from its latest checkpoint (the output holds every item exactly once)."""
+restarted by the master from its latest checkpoint, or paused and activated (the output holds every
+item exactly once)."""
 
 from __future__ import annotations
 
