@@ -159,7 +159,8 @@ class Experiments:
             exp = get_experiment(session, exp_id)
             if exp.unmanaged and action in ("activate", "pause"):
                 raise APIError(
-                    400, f"experiment {exp_id} is unmanaged: its own process runs it, not the master"
+                    400,
+                    f"experiment {exp_id} is unmanaged: its own process runs it, not the master",
                 )
             if action == "activate":
                 lifecycle.activate(session, exp)
