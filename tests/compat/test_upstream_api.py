@@ -32,9 +32,7 @@ UPSTREAM = load_upstream()
 # Names other work in progress adds (issue 21): target prefix -> who adds it. A problem under one
 # of these is an expected failure (listed in the test's output), not a regression; an entry that
 # no longer has problems is reported as landed and should be removed from here.
-PENDING: dict[str, str] = {
-    "determined.pytorch.samplers.SkipBatchSampler.length": "unassigned (det-plugin-pytorch)",
-}
+PENDING: dict[str, str] = {}
 
 
 def _split_row(line: str) -> list[str]:

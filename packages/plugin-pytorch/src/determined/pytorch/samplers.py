@@ -117,6 +117,12 @@ class SkipBatchSampler(torch.utils.data.BatchSampler):
     def __len__(self) -> int:
         return _len(self.batch_sampler)
 
+    @property
+    def length(self) -> int:
+        """Upstream's attribute: the wrapped sampler's length (read when asked, so an unsized
+        sampler still wraps)."""
+        return _len(self.batch_sampler)
+
     def __iter__(self) -> Iterator[list[int]]:
         iterator = iter(self.batch_sampler)
         for _ in range(self.skip):
