@@ -109,7 +109,29 @@ def _load_into(callback: Any, names: tuple[str, ...], state: Any) -> None:
             setattr(callback, name, state[name])
 
 
-class EarlyStopping(keras.callbacks.EarlyStopping, Callback):  # type: ignore[misc]
+class _PerValidation:
+    """What EarlyStopping and ReduceLROnPlateau share: the Keras callback after this class in the
+    MRO runs its ``on_epoch_end`` once per validation (``on_test_end``) instead of per epoch, and
+    the attributes named in ``_STATE`` are its checkpointed state."""
+
+    _STATE: tuple[str, ...] = ()
+    test_end_count = 0
+
+    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
+        return None  # validations drive this callback, not epochs
+
+    def on_test_end(self, logs: dict[str, Any] | None = None) -> None:
+        super().on_epoch_end(self.test_end_count, _validation_logs(logs))  # type: ignore[misc]
+        self.test_end_count += 1
+
+    def get_state(self) -> Any:
+        return _state_of(self, self._STATE)
+
+    def load_state(self, state: Any) -> None:
+        _load_into(self, self._STATE, state)
+
+
+class EarlyStopping(_PerValidation, keras.callbacks.EarlyStopping, Callback):  # type: ignore[misc]
     """``keras.callbacks.EarlyStopping`` checked after every validation (``on_test_end``) instead
     of every epoch, whose counters survive a pause.
 
@@ -130,23 +152,8 @@ class EarlyStopping(keras.callbacks.EarlyStopping, Callback):  # type: ignore[mi
             "det.keras.DeterminedCallback and use keras.callbacks.EarlyStopping with it",
         )
 
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        return None  # validations drive this callback, not epochs
 
-    def on_test_end(self, logs: dict[str, Any] | None = None) -> None:
-        keras.callbacks.EarlyStopping.on_epoch_end(
-            self, self.test_end_count, _validation_logs(logs)
-        )
-        self.test_end_count += 1
-
-    def get_state(self) -> Any:
-        return _state_of(self, self._STATE)
-
-    def load_state(self, state: Any) -> None:
-        _load_into(self, self._STATE, state)
-
-
-class ReduceLROnPlateau(keras.callbacks.ReduceLROnPlateau, Callback):  # type: ignore[misc]
+class ReduceLROnPlateau(_PerValidation, keras.callbacks.ReduceLROnPlateau, Callback):  # type: ignore[misc]
     """``keras.callbacks.ReduceLROnPlateau`` checked after every validation (``on_test_end``)
     instead of every epoch, whose counters survive a pause. Takes Keras's arguments; ``monitor``
     names a validation metric with or without its ``val_`` prefix."""
@@ -161,21 +168,6 @@ class ReduceLROnPlateau(keras.callbacks.ReduceLROnPlateau, Callback):  # type: i
             "it adapts Keras's ReduceLROnPlateau to TFKerasTrial, also deprecated. Train with "
             "det.keras.DeterminedCallback and use keras.callbacks.ReduceLROnPlateau with it",
         )
-
-    def on_epoch_end(self, epoch: int, logs: dict[str, Any] | None = None) -> None:
-        return None  # validations drive this callback, not epochs
-
-    def on_test_end(self, logs: dict[str, Any] | None = None) -> None:
-        keras.callbacks.ReduceLROnPlateau.on_epoch_end(
-            self, self.test_end_count, _validation_logs(logs)
-        )
-        self.test_end_count += 1
-
-    def get_state(self) -> Any:
-        return _state_of(self, self._STATE)
-
-    def load_state(self, state: Any) -> None:
-        _load_into(self, self._STATE, state)
 
 
 class TensorBoard(keras.callbacks.TensorBoard, Callback):  # type: ignore[misc]
