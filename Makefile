@@ -35,6 +35,19 @@ $(BROWSER_STAMP):
 	fi
 	mkdir -p $(VENV) && touch $(BROWSER_STAMP)
 
+# A real single-host Slurm for the slurm resource manager's tests (tests/slurm): Debian's packages, once
+# per venv. The tests configure and start their own munged/slurmctld/slurmd in a temporary directory.
+SLURM_STAMP := $(VENV)/.det-slurm
+install: $(SLURM_STAMP)
+$(SLURM_STAMP):
+	@if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ] || \
+		[ ! -x /usr/bin/sbatch ]; then \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+			--no-install-recommends slurmctld slurmd slurm-client munge; \
+	fi
+	mkdir -p $(VENV) && touch $(SLURM_STAMP)
+
 # The legacy venv (ENV.md): TensorFlow 2.15 with tf.keras (Keras 2) and tf.estimator, which
 # TensorFlow >= 2.16 dropped. `make test` runs the tests that need it (tests/keras/legacy) through it.
 # Add a distribution to LEGACY_PACKAGES (and its third-party needs to LEGACY_REQUIREMENTS) to test it there.
