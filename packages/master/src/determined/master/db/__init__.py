@@ -29,6 +29,7 @@ from determined.master.db._queries import (
     registered_versions,
     validation_at_step,
 )
+from determined.master.db._task_models import NtscTask
 
 __all__ = [
     "Allocation",
@@ -42,6 +43,7 @@ __all__ = [
     "Metric",
     "Model",
     "ModelVersion",
+    "NtscTask",
     "Run",
     "StorageBackend",
     "Task",
