@@ -15,20 +15,28 @@ class Create:
         request_id: the trial's searcher identity, a UUIDv4 string drawn from the searcher's RNG.
         trial_seed: the trial's random seed, in ``[0, 2**31)``.
         hparams: the trial's hyperparameters (a nested dict, JSON-ready).
+        parent_request_id: when set, the new trial is warm-started from the latest checkpoint
+            of the trial created by that request (upstream's create-from-checkpoint, used by
+            population-based training); its ``latest_checkpoint`` is that checkpoint.
     """
 
     request_id: str
     trial_seed: int
     hparams: dict[str, Any] = field(default_factory=dict)
+    parent_request_id: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form: ``{"type": "create", "request_id", "trial_seed", "hparams"}``."""
-        return {
+        """JSON-ready form: ``{"type": "create", "request_id", "trial_seed", "hparams"}``, plus
+        ``parent_request_id`` when the trial is warm-started from another one."""
+        data: dict[str, Any] = {
             "type": "create",
             "request_id": self.request_id,
             "trial_seed": self.trial_seed,
             "hparams": self.hparams,
         }
+        if self.parent_request_id is not None:
+            data["parent_request_id"] = self.parent_request_id
+        return data
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,9 @@ def action_from_dict(data: dict[str, Any]) -> Action:
             request_id=str(data["request_id"]),
             trial_seed=int(data["trial_seed"]),
             hparams=dict(data.get("hparams") or {}),
+            parent_request_id=(
+                str(data["parent_request_id"]) if data.get("parent_request_id") else None
+            ),
         )
     if kind == "stop":
         return Stop(request_id=str(data["request_id"]))

@@ -150,6 +150,14 @@ class Lifecycle:
         if not warm and source_trial:
             ckpt = latest_completed_checkpoint(session, int(source_trial))
             warm = ckpt.uuid if ckpt is not None else None
+        parent_request = action.parent_request_id
+        if parent_request:
+            # Population-based training: start from the parent trial's latest checkpoint.
+            parent = session.scalar(
+                select(Run).where(Run.experiment_id == exp.id, Run.request_id == parent_request)
+            )
+            ckpt = latest_completed_checkpoint(session, parent.id) if parent else None
+            warm = ckpt.uuid if ckpt is not None else None
         run = Run(
             experiment_id=exp.id,
             request_id=action.request_id,
