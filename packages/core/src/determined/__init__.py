@@ -42,6 +42,7 @@ _SUBPACKAGES = {
     "lightning": "det-core",
     "searcher": "det-core",
     "storage": "det-core",
+    "tensorboard": "det-core",
     "util": "det-core",
     "pytorch": "det-plugin-pytorch",
     "keras": "det-plugin-keras",
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     from determined import launch as launch
     from determined import searcher as searcher
     from determined import storage as storage
+    from determined import tensorboard as tensorboard
     from determined import util as util
     from determined._import import import_from_path as import_from_path
     from determined._trial_context import EnvContext as EnvContext
