@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from determined import client
-from determined.cli import _render, _session
+from determined.cli import _experiment_test_mode, _local_master, _render, _session
 from determined.cli._config_file import (
     CONFIG_HELP,
     apply_overrides,
@@ -104,6 +104,21 @@ def create(args: argparse.Namespace) -> None:
         config = apply_overrides(config, args.config)
         text = _render.dump_yaml(config)
     files = _context_files(args)
+    if args.local:
+        with _local_master.local_master() as session:
+            args._session = session
+            args.master = session.master_url
+            _submit(args, text, config, files)
+    else:
+        _submit(args, text, config, files)
+
+
+def _submit(
+    args: argparse.Namespace, text: str, config: dict[str, Any], files: list[dict[str, Any]]
+) -> None:
+    if args.test_mode:
+        _experiment_test_mode.run_test(args, config, files)
+        return
     created = client.create_experiment(
         _session.setup_session(args),
         text,
@@ -116,8 +131,28 @@ def create(args: argparse.Namespace) -> None:
     print(f"Created experiment {experiment_id}")
     sys.stdout.flush()
     _print_warnings(created)
-    if args.follow_first_trial and not args.paused:
+    if args.local:
+        # Nothing outlives this command's master: follow the trial, then wait for the end.
+        if args.paused:
+            raise CliError("--local runs the experiment now: --paused cannot be used with it")
         follow_first_trial(args, experiment_id)
+        _wait_local_end(args, experiment_id)
+    elif args.follow_first_trial and not args.paused:
+        follow_first_trial(args, experiment_id)
+
+
+def _wait_local_end(args: argparse.Namespace, experiment_id: int) -> None:
+    """Wait until the local experiment ends; an error unless it completed."""
+    delay = 0.1
+    while True:
+        state = get_experiment(args, experiment_id)["experiment"]["state"]
+        if state in TERMINAL:
+            break
+        time.sleep(delay)
+        delay = min(delay * 1.5, 1.0)
+    print(f"Experiment {experiment_id} ended {_render.state_name(state)}")
+    if state != "STATE_COMPLETED":
+        raise CliError(f"the local experiment {experiment_id} ended {_render.state_name(state)}")
 
 
 def continue_experiment(args: argparse.Namespace) -> None:
@@ -152,6 +187,13 @@ CREATE = Cmd(
             default=[],
             help="additional files or directories to copy into the context",
         ),
+        Arg(
+            "--local",
+            action="store_true",
+            help="run the experiment on this machine instead of submitting it to a master: "
+            "a det master is started for this command (needs det-master installed) and stopped "
+            "when the experiment ends; with --test, runs the test experiment there",
+        ),
         Arg("--project_id", type=int, help="place this experiment inside this project"),
         Arg("--config", action="append", default=[], help=CONFIG_HELP),
         Group(
@@ -162,6 +204,17 @@ CREATE = Cmd(
                 help="follow the logs of the first trial that is created",
             ),
             Arg("--paused", action="store_true", help="do not activate the experiment"),
+            Arg(
+                "-t",
+                "--test-mode",
+                "--test",
+                dest="test_mode",
+                action="store_true",
+                help="test the experiment configuration and model definition with a very small "
+                "experiment: one trial trains (one batch where the config sets the length), "
+                "validates and checkpoints, then restarts from its checkpoint; the test "
+                "experiment is archived when it passes",
+            ),
         ),
     ],
 )
