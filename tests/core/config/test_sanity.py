@@ -83,7 +83,7 @@ ERROR_CASES: list[tuple[dict[str, Any], str]] = [
     ({"searcher": {"name": "single", "max_length": -1}}, "searcher.max_length: must be ≥ 0"),
     (
         {"searcher": {"name": "bayes"}},
-        "searcher.name: must be one of single, random, grid, async_halving, adaptive_asha",
+        "searcher.name: must be one of single, random, grid, async_halving, adaptive_asha, pbt",
     ),
     (
         {"searcher": {"name": "custom", "unit": "batches"}},
@@ -365,7 +365,7 @@ def test_all_errors_are_collected_and_sorted() -> None:
 
 def test_sanity_check_accepts_yaml_text_and_reports_syntax() -> None:
     assert expconf.sanity_check("searcher:\n  name: bayes\n") == [
-        "searcher.name: must be one of single, random, grid, async_halving, adaptive_asha"
+        "searcher.name: must be one of single, random, grid, async_halving, adaptive_asha, pbt"
     ]
     (error,) = expconf.sanity_check("a: [1, 2\nb: 3\n")
     assert error.startswith("<config>: invalid YAML at line ")

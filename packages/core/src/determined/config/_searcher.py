@@ -8,7 +8,7 @@ from typing import Any
 from determined.config import _checks as c
 from determined.config._checks import Context, join
 
-SEARCHERS = ("single", "random", "grid", "async_halving", "adaptive_asha")
+SEARCHERS = ("single", "random", "grid", "async_halving", "adaptive_asha", "pbt")
 REMOVED_SEARCHERS = ("custom", "adaptive", "adaptive_simple", "sync_halving")
 ASHA_SEARCHERS = ("async_halving", "adaptive_asha")
 
@@ -34,6 +34,28 @@ _ASHA: dict[str, c.Checker] = {
     **_CONCURRENCY,
 }
 
+
+
+def _fraction(maximum: float) -> c.Checker:
+    """A number in ``[0, maximum]``."""
+
+    def check(ctx: Context, value: Any, path: str) -> None:
+        if not c.is_number(value) or not 0 <= value <= maximum:
+            ctx.error(path, f"must be a number between 0 and {maximum:g}, got {c.describe(value)}")
+
+    return check
+
+
+def _required_obj(fields: dict[str, c.Checker]) -> c.Checker:
+    """A mapping with exactly ``fields``, every one of them required."""
+
+    def check(ctx: Context, value: Any, path: str) -> None:
+        if c.check_fields(ctx, value, path, fields):
+            c.require(ctx, value, path, *fields)
+
+    return check
+
+
 FIELDS: dict[str, dict[str, c.Checker]] = {
     "single": dict(_COMMON),
     "random": {**_COMMON, "max_trials": c.integer(1), **_CONCURRENCY},
@@ -46,6 +68,17 @@ FIELDS: dict[str, dict[str, c.Checker]] = {
         "max_rungs": c.integer(1),
         "bracket_rungs": c.list_of(c.integer(1)),
     },
+    "pbt": {
+        **_COMMON,
+        "population_size": c.integer(1),
+        "num_rounds": c.integer(1),
+        "length_per_round": c.length(bare_int=True, positive=True),
+        "time_metric": c.string(nonempty=True),
+        "replace_function": _required_obj({"truncate_fraction": _fraction(0.5)}),
+        "explore_function": _required_obj(
+            {"resample_probability": _fraction(1.0), "perturb_factor": _fraction(1.0)}
+        ),
+    },
 }
 _ANY_SEARCHER = {key: check for fields in FIELDS.values() for key, check in fields.items()}
 
@@ -57,6 +90,13 @@ _REQUIRED = {
     "grid": (),
     "async_halving": ("num_rungs", "max_trials"),
     "adaptive_asha": ("max_trials",),
+    "pbt": (
+        "population_size",
+        "num_rounds",
+        "length_per_round",
+        "replace_function",
+        "explore_function",
+    ),
 }
 
 _COMMON_DEFAULTS: dict[str, Any] = {
@@ -82,7 +122,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_concurrent_trials": 16,
         "time_metric": None,
         "max_time": None,
-    },
+    },    "pbt": {},
 }
 
 

@@ -20,10 +20,11 @@ from determined.master.searchers._config import (
     searcher_section,
 )
 from determined.master.searchers._grid import GridSearch
+from determined.master.searchers._pbt import PBTConfig, PBTSearch
 from determined.master.searchers._random import RandomSearch
 from determined.searcher import SearchMethod
 
-BUILTIN_SEARCHERS = ("single", "random", "grid", "async_halving", "adaptive_asha")
+BUILTIN_SEARCHERS = ("single", "random", "grid", "async_halving", "adaptive_asha", "pbt")
 
 
 def _metric(section: Mapping[str, Any]) -> tuple[str, bool]:
@@ -93,10 +94,12 @@ def build_search_method(config: Mapping[str, Any]) -> SearchMethod | None:
             max_time=max_time,
             divisor=divisor,
         )
+    if name == "pbt":
+        return PBTSearch(PBTConfig.from_section(section))
     return None
 
 
 @hookimpl(trylast=True)
 def det_search_method(config: dict[str, Any]) -> SearchMethod | None:
-    """Provide ``single``, ``random``, ``grid``, ``async_halving`` and ``adaptive_asha``."""
+    """Provide ``single``, ``random``, ``grid``, ``async_halving``, ``adaptive_asha`` and ``pbt``."""
     return build_search_method(config)

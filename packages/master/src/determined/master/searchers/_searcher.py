@@ -31,6 +31,15 @@ def _number(value: Any) -> float | None:
 
 def _training_length(section: Mapping[str, Any]) -> tuple[str | None, int | None]:
     """``(time_metric, full length)`` of a searcher section; ``None`` for what it does not set."""
+    if section.get("name") == "pbt":
+        from determined.master.searchers._pbt import round_length
+
+        try:
+            time_metric, per_round = round_length(section)
+        except ValueError:
+            return None, None
+        rounds = section.get("num_rounds")
+        return time_metric, per_round * rounds if isinstance(rounds, int) else None
     try:
         time_metric, max_time = get_length(section)
     except ValueError:
