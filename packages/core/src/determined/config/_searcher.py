@@ -35,7 +35,6 @@ _ASHA: dict[str, c.Checker] = {
 }
 
 
-
 def _fraction(maximum: float) -> c.Checker:
     """A number in ``[0, maximum]``."""
 
@@ -122,7 +121,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
         "max_concurrent_trials": 16,
         "time_metric": None,
         "max_time": None,
-    },    "pbt": {},
+    },
+    "pbt": {},
 }
 
 
