@@ -43,7 +43,8 @@ def main(core_context: det.core.Context) -> None:
                     (path / "model.json").write_text(json.dumps(model.state()))
                 if core_context.preempt.should_preempt():
                     return
-        op.report_completed(validation)
+        # validate() again: a trial resumed at op.length trains nothing in this run
+        op.report_completed(model.validate())
 
 
 if __name__ == "__main__":

@@ -61,7 +61,8 @@ def make_test_config(config: dict[str, Any]) -> dict[str, Any]:
 
 
 class _Progress:
-    """Prints each stage once as it passes (a line per stage, so logs and pipes read well)."""
+    """Prints each stage once, in order, as the trial's record shows it passed (a line per stage,
+    so logs and pipes read well); a stage the trial never showed is printed as skipped."""
 
     def __init__(self) -> None:
         self.passed = 0
@@ -72,25 +73,39 @@ class _Progress:
             self.passed += 1
         sys.stdout.flush()
 
-    def fail(self, note: str = "") -> None:
+    def skip(self, stage: int, note: str) -> None:
+        """Stage ``stage`` (an index) did not happen; say so and move past it."""
+        self.reach(stage)
+        if self.passed == stage:
+            print(_render.colored(f"{STAGES[stage]}... [-] {note}", "yellow"))
+            self.passed += 1
+        sys.stdout.flush()
+
+    def fail(self) -> None:
         stage = STAGES[min(self.passed, len(STAGES) - 1)]
-        print(_render.colored(f"{stage}... [✗]{note}", "red"))
+        print(_render.colored(f"{stage}... [✗]", "red"))
         sys.stdout.flush()
 
 
-def _trial_stage(trial: dict[str, Any] | None) -> int:
-    """How many stages a trial's record shows as passed (before the restore stage)."""
-    if trial is None:
-        return 0
-    stage = 1 if trial.get("startTime") or trial.get("state") != "STATE_QUEUED" else 0
+def _trained(trial: dict[str, Any]) -> bool:
     summary = trial.get("summaryMetrics") or {}
-    if stage and (summary.get("avg_metrics") or int(trial.get("totalBatchesProcessed") or 0) > 0):
-        stage = 2
-    if stage == 2 and (trial.get("latestValidation") or summary.get("validation_metrics")):
-        stage = 3
-    if stage == 3 and int(trial.get("checkpointCount") or 0) > 0:
-        stage = 4
-    return stage
+    return bool(summary.get("avg_metrics")) or int(trial.get("totalBatchesProcessed") or 0) > 0
+
+
+def _validated(trial: dict[str, Any]) -> bool:
+    summary = trial.get("summaryMetrics") or {}
+    return bool(trial.get("latestValidation") or summary.get("validation_metrics"))
+
+
+def _trial_stage(trial: dict[str, Any] | None) -> int:
+    """How many stages in a row a running trial's record shows as passed."""
+    if trial is None or not (trial.get("startTime") or trial.get("state") != "STATE_QUEUED"):
+        return 0
+    if not _trained(trial):
+        return 1
+    if not _validated(trial):
+        return 2
+    return 4 if int(trial.get("checkpointCount") or 0) > 0 else 3
 
 
 def _wait(
@@ -172,15 +187,17 @@ def run_test(args: argparse.Namespace, config: dict[str, Any], files: list[dict[
         progress.fail()
         _failed(api, experiment_id, trial, f"the test trial ended {_render.state_name(state)}")
     assert trial is not None
+    progress.reach(1)
+    if not _trained(trial):
+        progress.skip(1, "the trial reported no training metrics")
+    if not _validated(trial):
+        progress.skip(2, "the trial reported no validation metrics")
     checkpoint = _latest_checkpoint(api, int(trial["id"]))
-    progress.reach(4)
     if checkpoint is None:
-        print(
-            _render.colored(
-                "The trial saved no checkpoint: save and restore were not tested.", "yellow"
-            )
-        )
+        progress.skip(3, "the trial saved no checkpoint")
+        progress.skip(4, "no checkpoint to restore")
     else:
+        progress.reach(4)
         _check_restore(api, experiment_id, int(trial["id"]), checkpoint, progress)
         progress.reach(len(STAGES))
     print(_render.colored("Model definition test succeeded! 🎉", "green"))
