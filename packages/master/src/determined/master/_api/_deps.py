@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from determined.master._core._metrics_writer import MetricsWriter
     from determined.master._core._model_registry import ModelRegistry
     from determined.master._core._searcher_ops import SearcherOperations
+    from determined.master._core._tasks import Tasks
     from determined.master._core._trial_records import TrialRecords
     from determined.master._core._trial_sources import TrialSources
     from determined.master._core._unmanaged import UnmanagedRuns
@@ -115,6 +116,11 @@ def resource_usage_of(request: Request) -> ResourceUsage:
 def log_settings_of(request: Request) -> LogSettings:
     """The master's log level and colour."""
     return master_of(request).manager.log_settings
+
+
+def tasks_of(request: Request) -> Tasks:
+    """The tasks service: commands, TensorBoards, notebooks and shells."""
+    return master_of(request).manager.tasks
 
 
 def loads(raw: bytes) -> Any:

@@ -59,6 +59,8 @@ class AllocationEvents:
         """The URL trials reach the master on (known once the HTTP socket is bound)."""
         self._queue: queue.Queue[tuple[str, tuple[Any, ...]] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self.tasks: Any = None
+        """The tasks service (commands, notebooks, ...): the events of its allocations go there."""
 
     # ResourceManagerEvents (called from RM threads) -------------------------------------------
 
@@ -117,6 +119,9 @@ class AllocationEvents:
 
     def _assigned(self, request: Any, assignment: Any) -> None:
         aid = request.allocation_id
+        if self.tasks is not None and self.tasks.owns(aid):
+            self.tasks.assigned(request, assignment)
+            return
         with self._transactions.lock:
             alloc = self._allocations.get(aid)
             if alloc is None or alloc.cancelled or alloc.exited:
@@ -224,6 +229,9 @@ class AllocationEvents:
         )
 
     def _started(self, allocation_id: str, pid: int) -> None:
+        if self.tasks is not None and self.tasks.owns(allocation_id):
+            self.tasks.started(allocation_id, pid)
+            return
         with self._db.write() as session:
             row = session.get(Allocation, allocation_id)
             if row is not None:
@@ -232,6 +240,9 @@ class AllocationEvents:
                 row.start_time = utcnow()
 
     def _exited(self, allocation_id: str, exit_code: int | None, error: str | None) -> None:
+        if self.tasks is not None and self.tasks.owns(allocation_id):
+            self.tasks.exited(allocation_id, exit_code, error)
+            return
         with self._transactions.txn() as session:
             alloc = self._allocations.mark_exited(session, allocation_id, exit_code, error)
             if alloc is None:

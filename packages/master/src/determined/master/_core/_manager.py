@@ -19,6 +19,7 @@
     ClusterView         the job queue and the slots (the RM's queue joined with job owners)
     ResourceUsage       historical slot use of allocations (``det resources``)
     LogSettings         the master's log level and colour, changed at run time
+    Tasks               commands, TensorBoards, notebooks and shells (placed by the RM like trials)
 
 Each service gets only the services it uses; the REST routes use ``experiments``,
 ``searcher_operations``, ``trial_records``, ``accounts``, ``allocations`` and ``metrics_writer``.
@@ -44,6 +45,7 @@ from determined.master._core._model_registry import ModelRegistry
 from determined.master._core._recovery import recover
 from determined.master._core._searcher_ops import SearcherOperations
 from determined.master._core._searcher_state import SearcherStates
+from determined.master._core._tasks import Tasks
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
 from determined.master._core._trial_records import TrialRecords
@@ -92,6 +94,8 @@ class Manager:
         self.cluster_view = ClusterView(db, rm, utcnow())
         self.resource_usage = ResourceUsage(db)
         self.log_settings = LogSettings()
+        self.tasks = Tasks(db, rm, data_dir, cluster_id, lambda: self.events.master_url)
+        self.events.tasks = self.tasks
         self._metrics_writer: MetricsWriter | None = None
         self._metrics_writer_lock = threading.Lock()
 
@@ -124,6 +128,7 @@ class Manager:
         """Start handling resource-manager events (and watching for lost unmanaged trials)."""
         self.events.start()
         self.unmanaged.start_watchdog()
+        self.tasks.start_watchdog()
 
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Block until queued resource-manager events are handled (tests and shutdown)."""
@@ -132,6 +137,7 @@ class Manager:
     def recover(self) -> None:
         """Resume every non-terminal experiment after a (re)start of the master."""
         recover(self.transactions, self._rm, self.searcher_states, self.lifecycle, self.trial_exits)
+        self.tasks.recover()
 
     def stop(self) -> None:
         """Drain the metrics writer and the event queue; cancel preemption timers."""
@@ -140,6 +146,7 @@ class Manager:
         self.events.stop()
         self.allocations.close()
         self.unmanaged.stop_watchdog()
+        self.tasks.close()
 
     def _start_gc(self, exp_id: int) -> None:
         from determined.master._core._gc import collect_experiment
