@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from determined.master._core._metrics_writer import MetricsWriter
     from determined.master._core._model_registry import ModelRegistry
     from determined.master._core._searcher_ops import SearcherOperations
+    from determined.master._core._tensorboards import Tensorboards
     from determined.master._core._tasks import Tasks
     from determined.master._core._trial_records import TrialRecords
     from determined.master._core._trial_sources import TrialSources
@@ -116,6 +117,11 @@ def resource_usage_of(request: Request) -> ResourceUsage:
 def log_settings_of(request: Request) -> LogSettings:
     """The master's log level and colour."""
     return master_of(request).manager.log_settings
+
+
+def tensorboards_of(request: Request) -> Tensorboards:
+    """The TensorBoards service: TensorBoard tasks and experiments' TensorBoard files."""
+    return master_of(request).manager.tensorboards
 
 
 def tasks_of(request: Request) -> Tasks:
