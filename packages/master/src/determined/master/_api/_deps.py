@@ -27,8 +27,8 @@ if TYPE_CHECKING:
     from determined.master._core._metrics_writer import MetricsWriter
     from determined.master._core._model_registry import ModelRegistry
     from determined.master._core._searcher_ops import SearcherOperations
-    from determined.master._core._tensorboards import Tensorboards
     from determined.master._core._tasks import Tasks
+    from determined.master._core._tensorboards import Tensorboards
     from determined.master._core._trial_records import TrialRecords
     from determined.master._core._trial_sources import TrialSources
     from determined.master._core._unmanaged import UnmanagedRuns
