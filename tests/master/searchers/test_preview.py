@@ -42,7 +42,7 @@ def test_full_length_searchers(config_factory) -> None:
     grid = preview(config_factory(name="grid", hyperparameters=hparams))
     assert grid["summary"]["trials"] == [{"count": 4, "unit": {"maxLength": True}}]
     with pytest.raises(ValueError, match=r"searcher\.name"):
-        preview(config_factory(name="pbt"))
+        preview(config_factory(name="bayes"))
 
 
 def test_worked_example_per_bracket(asha_config_factory) -> None:

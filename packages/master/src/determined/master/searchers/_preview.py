@@ -36,6 +36,42 @@ def _plan_brackets(
     ]
 
 
+def _up_to(count: int, time_metric: str, length: int) -> dict[str, Any]:
+    """``count`` trials that each train at most ``length`` (the search decides how far)."""
+    return {
+        "count": count,
+        "unit": {"name": time_metric, "value": length, "maxLength": False, "upTo": True},
+    }
+
+
+def _plan_pbt(section: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The population, then each round's copies, with the most each can train: which members
+    are stopped early depends on their metrics, so only these bounds are known in advance."""
+    from determined.master.searchers._pbt import PBTConfig
+
+    cfg = PBTConfig.from_section(section)
+    plan = [_up_to(cfg.population_size, cfg.time_metric, cfg.num_rounds * cfg.length_per_round)]
+    if cfg.num_truncate:
+        for start in range(1, cfg.num_rounds):
+            length = (cfg.num_rounds - start) * cfg.length_per_round
+            plan.append(_up_to(cfg.num_truncate, cfg.time_metric, length))
+    return plan
+
+
+def _plan_plugin(section: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A searcher from a plugin (e.g. ``optuna``): how many trials, each up to the full length.
+
+    Where it stops trials early depends on the metrics its model sees, so only these bounds are
+    known without running it.
+    """
+    max_trials = get_int(section, "max_trials", None, 1)
+    try:
+        time_metric, max_time = get_length(section)
+    except ValueError:
+        return [_full_length(max_trials)]
+    return [_up_to(max_trials, time_metric, max_time)]
+
+
 def preview(config: Mapping[str, Any]) -> dict[str, Any]:
     """Simulate the search of ``config`` without running anything.
 
@@ -47,7 +83,10 @@ def preview(config: Mapping[str, Any]) -> dict[str, Any]:
 
     ``single``/``random``/``grid`` train to the length defined in code (``{"maxLength": true}``);
     ``adaptive_asha`` lists how many trials stop at each rung length, shortest first.
-    ``async_halving`` (refused by upstream) is planned as one bracket the same way.
+    ``async_halving`` (refused by upstream) is planned as one bracket the same way. ``pbt`` and
+    plugin searchers with ``max_trials`` (``optuna``) give bounds: how many trials, each training
+    at most the given length (``"upTo": true`` in the unit; which trials stop early depends on
+    their metrics).
 
     Raises:
         ValueError: the searcher section is invalid (naming the field).
@@ -81,6 +120,10 @@ def preview(config: Mapping[str, Any]) -> dict[str, Any]:
             )
             plan = [(b.num_rungs, b.max_trials) for b in brackets]
         trials = _plan_brackets(plan, divisor, time_metric, max_time)
+    elif name == "pbt":
+        trials = _plan_pbt(section)
+    elif isinstance(name, str) and name and section.get("max_trials") is not None:
+        trials = _plan_plugin(section)
     else:
         raise ValueError(f"searcher.name: cannot preview searcher {name!r}")
     return {"summary": {"config": copy.deepcopy(dict(section)), "trials": trials}}
