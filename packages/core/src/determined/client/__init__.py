@@ -3,7 +3,7 @@ processes call its REST API.
 
 ``Client(session)`` groups one resource client per REST resource (``.master``, ``.experiments``,
 ``.trials``, ``.checkpoints``, ``.models``, ``.users``,
-``.cluster``); ``MasterClient`` has the calls a task process
+``.cluster``, ``.tensorboards``); ``MasterClient`` has the calls a task process
 makes. Both call the master only through the routes of ``ROUTES`` (upstream Determined's paths and
 JSON conventions), which a test checks against the master's OpenAPI document.
 ``Session`` carries the master URL, the token and the retry policy (only idempotent calls are retried).
@@ -27,6 +27,7 @@ from determined.client._login import hash_password, login, logout, master_addres
 from determined.client._models import ModelsClient
 from determined.client._routes import ROUTES, Route
 from determined.client._session import Session
+from determined.client._tensorboards import TensorboardsClient
 from determined.client._token_store import TokenStore
 from determined.client._trials import TrialsClient
 from determined.client._users import UsersClient
@@ -50,6 +51,7 @@ __all__ = [
     "NotFoundError",
     "Route",
     "Session",
+    "TensorboardsClient",
     "TokenStore",
     "TrialsClient",
     "UnauthenticatedError",

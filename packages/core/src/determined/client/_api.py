@@ -7,6 +7,7 @@ from determined.client._cluster import ClusterClient, MasterInfoClient
 from determined.client._experiments import ExperimentsClient
 from determined.client._models import ModelsClient
 from determined.client._session import Session
+from determined.client._tensorboards import TensorboardsClient
 from determined.client._trials import TrialsClient
 from determined.client._users import UsersClient
 
@@ -30,6 +31,7 @@ class Client:
         self.models = ModelsClient(session)
         self.users = UsersClient(session)
         self.cluster = ClusterClient(session)
+        self.tensorboards = TensorboardsClient(session)
 
     def __repr__(self) -> str:
         return f"Client({self.session.master_url!r})"

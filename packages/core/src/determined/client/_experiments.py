@@ -119,6 +119,12 @@ class ExperimentsClient:
         """The best searcher metric reported so far (``metric``)."""
         return r.call(self.session, r.EXPERIMENT_BEST_SEARCHER_METRIC, experiment_id=experiment_id)
 
+    def delete_tensorboard_files(self, experiment_id: int | str) -> dict[str, Any]:
+        """Remove the experiment's TensorBoard files from its checkpoint storage."""
+        return r.call(
+            self.session, r.EXPERIMENT_TENSORBOARD_FILES_DELETE, experiment_id=experiment_id
+        )
+
     def preview_hp_search(self, config: Mapping[str, Any]) -> dict[str, Any]:
         """The plan of a search (``summary``) for an experiment config, without creating it."""
         return r.call(self.session, r.PREVIEW_HP_SEARCH, body={"config": dict(config)})

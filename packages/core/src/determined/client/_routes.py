@@ -173,6 +173,12 @@ EXPERIMENT_BEST_SEARCHER_METRIC = _route(
     "GET",
     "/api/v1/experiments/{experiment_id}/searcher/best_searcher_validation_metric",
 )
+EXPERIMENT_TENSORBOARD_FILES_DELETE = _route(
+    "experiments.delete_tensorboard_files",
+    "DELETE",
+    "/api/v1/experiments/{experiment_id}/tensorboard-files",
+    True,
+)
 
 # ---- trials and runs ------------------------------------------------------------------------------
 TRIAL_GET = _route("trials.get", "GET", "/api/v1/trials/{trial_id}")
@@ -288,4 +294,12 @@ ALLOCATION_AGGREGATED = _route(
 CHECKPOINT_METRICS = _route("checkpoints.metrics", "GET", "/api/v1/checkpoints/{uuid}/metrics")
 MODEL_VERSION_METRICS = _route(
     "models.version_metrics", "GET", "/api/v1/models/{model_name}/versions/{version}/metrics"
+)
+
+# ---- TensorBoards ---------------------------------------------------------------------------------
+TENSORBOARDS_LIST = _route("tensorboards.list", "GET", "/api/v1/tensorboards")
+TENSORBOARD_LAUNCH = _route("tensorboards.launch", "POST", "/api/v1/tensorboards", False)
+TENSORBOARD_GET = _route("tensorboards.get", "GET", "/api/v1/tensorboards/{tensorboard_id}")
+TENSORBOARD_KILL = _route(
+    "tensorboards.kill", "POST", "/api/v1/tensorboards/{tensorboard_id}/kill", True
 )

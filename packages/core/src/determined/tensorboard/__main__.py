@@ -3,8 +3,8 @@ the event files trials uploaded to checkpoint storage.
 
 The spec is JSON, ``{"sources": [{"experimentId": 1, "checkpointStorage": {...}, "trialIds": [2]},
 ...], "tensorboardArgs": [...]}`` (``trialIds`` absent: every trial of the experiment). The master
-writes it for a TensorBoard task; by hand, ``--experiment-storage EXP_ID STORAGE`` (a storage
-shortcut such as ``/mnt/ckpts`` or ``s3://bucket/prefix``) adds a source without a spec file.
+passes it to a TensorBoard task in ``DET_TENSORBOARD_SPEC``; by hand, ``--experiment-storage EXP_ID
+STORAGE`` (a storage shortcut such as ``/mnt/ckpts`` or ``s3://bucket/prefix``) adds a source.
 Defaults come from the task's environment: ``--port`` from ``DET_TASK_PORT`` (else a free port),
 ``--path-prefix`` ``/proxy/$DET_TASK_ID`` when ``DET_TASK_ID`` is set.
 """
@@ -17,11 +17,15 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from determined import storage
 from determined.core import plugins
 from determined.tensorboard._server import serve
 from determined.tensorboard._sync import Source
+
+SPEC_ENV = "DET_TENSORBOARD_SPEC"
+"""The spec as JSON text, when no ``--spec`` file is given (how the master passes it)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -53,9 +57,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extra = _parser().parse_known_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s: %(name)s: %(message)s")
     sources: list[Source] = []
+    spec: dict[str, Any] = {}
     if args.spec:
         with open(args.spec) as spec_file:
             spec = json.load(spec_file)
+    elif os.environ.get(SPEC_ENV):
+        spec = json.loads(os.environ[SPEC_ENV])
+    if spec:
         sources += [Source.from_json(obj) for obj in spec.get("sources", [])]
         extra = [*spec.get("tensorboardArgs", []), *extra]
     for exp_id, shortcut in args.experiment_storage:

@@ -20,6 +20,7 @@
     ResourceUsage       historical slot use of allocations (``det resources``)
     LogSettings         the master's log level and colour, changed at run time
     Tasks               commands, TensorBoards, notebooks and shells (placed by the RM like trials)
+    Tensorboards        TensorBoard tasks over trials' event files; experiments' TensorBoard files
 
 Each service gets only the services it uses; the REST routes use ``experiments``,
 ``searcher_operations``, ``trial_records``, ``accounts``, ``allocations`` and ``metrics_writer``.
@@ -46,6 +47,7 @@ from determined.master._core._recovery import recover
 from determined.master._core._searcher_ops import SearcherOperations
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._tasks import Tasks
+from determined.master._core._tensorboards import Tensorboards
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
 from determined.master._core._trial_records import TrialRecords
@@ -96,6 +98,8 @@ class Manager:
         self.log_settings = LogSettings()
         self.tasks = Tasks(db, rm, data_dir, cluster_id, lambda: self.events.master_url)
         self.events.tasks = self.tasks
+        local = type(rm).__name__ == "LocalResourceManager"  # else the proxy reaches another host
+        self.tensorboards = Tensorboards(db, self.tasks, "127.0.0.1" if local else "0.0.0.0")
         self._metrics_writer: MetricsWriter | None = None
         self._metrics_writer_lock = threading.Lock()
 

@@ -1,0 +1,152 @@
+"""TensorBoard routes (upstream's ``/api/v1/tensorboards``) and deleting an experiment's
+TensorBoard files (``DELETE /api/v1/experiments/{id}/tensorboard-files``)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy import select
+
+from determined.master._api._deps import (
+    Principal,
+    authenticate,
+    int_param,
+    json_body,
+    master_of,
+    tensorboards_of,
+)
+from determined.master._core._context import ContextError, pack_files
+from determined.master._core._task_records import ntsc_json
+from determined.master._core._tensorboards import TensorboardLaunch, tensorboard_extra
+from determined.master._wire import APIError, get, pagination
+from determined.master.db import Experiment, User
+
+if TYPE_CHECKING:
+    from determined.master._core._tasks import TaskView
+
+router = APIRouter(tags=["Tensorboards"])
+
+SORT_KEYS = {
+    "SORT_BY_UNSPECIFIED": lambda t: t["id"],
+    "SORT_BY_ID": lambda t: t["id"],
+    "SORT_BY_DESCRIPTION": lambda t: t["description"],
+    "SORT_BY_START_TIME": lambda t: t["startTime"],
+    "SORT_BY_WORKSPACE_ID": lambda t: t["workspaceId"],
+}
+
+
+def tensorboard_json(view: TaskView) -> dict[str, Any]:
+    """Upstream's ``Tensorboard`` message."""
+    return {**ntsc_json(view), **tensorboard_extra(view)}
+
+
+def _ids(body: dict[str, Any], name: str, label: str) -> tuple[int, ...]:
+    value = get(body, name)
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(
+        isinstance(x, int) and not isinstance(x, bool) for x in value
+    ):
+        raise APIError(400, f"{label}: must be a list of integers")
+    return tuple(dict.fromkeys(value))
+
+
+@router.post("/api/v1/tensorboards")
+def launch_tensorboard(
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Start a TensorBoard over experiments (``experimentIds``), trials (``trialIds``) or the
+    experiments matching ``filters``; answers ``tensorboard``, ``config``, ``warnings``."""
+    config = get(body, "config") or {}
+    if not isinstance(config, dict):
+        raise APIError(400, "config: must be an object")
+    filters = get(body, "filters")
+    if filters is not None and not isinstance(filters, dict):
+        raise APIError(400, "filters: must be an object")
+    files = get(body, "files") or []
+    if not isinstance(files, list):
+        raise APIError(400, "files: must be a list of files")
+    try:
+        context = pack_files(files)
+    except ContextError as exc:
+        raise APIError(400, f"files: {exc}") from None
+    launch = TensorboardLaunch(
+        experiment_ids=_ids(body, "experiment_ids", "experimentIds"),
+        trial_ids=_ids(body, "trial_ids", "trialIds"),
+        filters=filters,
+        config=config,
+        context=context,
+    )
+    view = tensorboards_of(request).launch(principal.user, launch)
+    return {"tensorboard": tensorboard_json(view), "config": view.config, "warnings": []}
+
+
+@router.get("/api/v1/tensorboards")
+def get_tensorboards(
+    request: Request, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """TensorBoards (filters ``users``/``userIds``, ``sortBy``, ``orderBy``, ``offset``,
+    ``limit``), with ``pagination``."""
+    q = request.query_params
+    owner_ids = [int(int_param(x, "userIds") or 0) for x in q.getlist("userIds")]
+    names = q.getlist("users")
+    if names:
+        with master_of(request).db.read() as session:
+            owner_ids += list(session.scalars(select(User.id).where(User.username.in_(names))))
+            if not owner_ids:
+                return {"tensorboards": [], "pagination": pagination(0, 0, 0, 0)}
+    sort_by = q.get("sortBy") or "SORT_BY_ID"
+    if sort_by not in SORT_KEYS:
+        raise APIError(400, f"sortBy: must be one of {', '.join(SORT_KEYS)}")
+    order = q.get("orderBy") or "ORDER_BY_ASC"
+    if order not in ("ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC"):
+        raise APIError(400, "orderBy: must be ORDER_BY_ASC or ORDER_BY_DESC")
+    offset = int_param(q.get("offset"), "offset", 0) or 0
+    limit = int_param(q.get("limit"), "limit", 0) or 0
+    if limit < 0:
+        raise APIError(400, "limit: must be >= 0")
+    rows = [tensorboard_json(v) for v in tensorboards_of(request).list(owner_ids or None)]
+    rows.sort(key=SORT_KEYS[sort_by], reverse=order == "ORDER_BY_DESC")
+    total = len(rows)
+    if offset < 0:
+        offset = max(total + offset, 0)
+    page = rows[offset : offset + limit] if limit else rows[offset:]
+    return {"tensorboards": page, "pagination": pagination(offset, limit, len(page), total)}
+
+
+@router.get("/api/v1/tensorboards/{tensorboard_id}")
+def get_tensorboard(
+    request: Request, tensorboard_id: str, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """One TensorBoard: ``tensorboard`` and its ``config``."""
+    view = tensorboards_of(request).get(tensorboard_id)
+    return {"tensorboard": tensorboard_json(view), "config": view.config}
+
+
+@router.post("/api/v1/tensorboards/{tensorboard_id}/kill")
+def kill_tensorboard(
+    request: Request, tensorboard_id: str, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Stop a TensorBoard (its owner or an admin)."""
+    view = tensorboards_of(request).kill(tensorboard_id, principal.user)
+    return {"tensorboard": tensorboard_json(view)}
+
+
+@router.delete("/api/v1/experiments/{experiment_id}/tensorboard-files", tags=["Experiments"])
+def delete_tensorboard_files(
+    request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Remove the experiment's TensorBoard files from its checkpoint storage (the experiment's
+    owner or an admin)."""
+    with master_of(request).db.read() as session:
+        exp = session.get(Experiment, experiment_id)
+        if exp is None:
+            raise APIError(404, f"experiment {experiment_id} not found")
+        owner_id = exp.owner_id
+    if not principal.user.admin and principal.user.id != owner_id:
+        raise APIError(403, f"only the owner of experiment {experiment_id} or an admin may do this")
+    tensorboards_of(request).delete_files(experiment_id)
+    return {}
