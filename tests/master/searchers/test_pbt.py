@@ -172,11 +172,13 @@ def test_reports_of_a_later_round_wait_for_the_current_one() -> None:
     assert actions[0] == Stop(b)
     child = actions[1]
     assert isinstance(child, Create) and child.parent_request_id == a
+    assert child.parent_steps == 10  # a's state at the end of round 0, not at 20
     assert len(actions) == 2  # round 1 waits for the copy of a
     searcher.trial_created(child.request_id)
     actions = searcher.validation_completed(child.request_id, {"val_loss": 0.1, "batches": 10})
     assert actions[0] == Stop(a)  # a's round-1 report (0.5) was kept; the copy's 0.1 beats it
     assert isinstance(actions[1], Create) and actions[1].parent_request_id == child.request_id
+    assert actions[1].parent_steps == 10  # the copy counts its own batches from 0
 
 
 def _within_bounds(hparams: dict[str, Any]) -> None:

@@ -18,12 +18,16 @@ class Create:
         parent_request_id: when set, the new trial is warm-started from the latest checkpoint
             of the trial created by that request (upstream's create-from-checkpoint, used by
             population-based training); its ``latest_checkpoint`` is that checkpoint.
+        parent_steps: with ``parent_request_id``, take the parent's latest checkpoint of at most
+            this many ``steps_completed`` (its state at the end of a round, even when it has
+            trained on since).
     """
 
     request_id: str
     trial_seed: int
     hparams: dict[str, Any] = field(default_factory=dict)
     parent_request_id: str | None = None
+    parent_steps: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready form: ``{"type": "create", "request_id", "trial_seed", "hparams"}``, plus
@@ -36,6 +40,8 @@ class Create:
         }
         if self.parent_request_id is not None:
             data["parent_request_id"] = self.parent_request_id
+        if self.parent_steps is not None:
+            data["parent_steps"] = self.parent_steps
         return data
 
 
@@ -82,6 +88,9 @@ def action_from_dict(data: dict[str, Any]) -> Action:
             parent_request_id=(
                 str(data["parent_request_id"]) if data.get("parent_request_id") else None
             ),
+            parent_steps=int(data["parent_steps"])
+            if data.get("parent_steps") is not None
+            else None,
         )
     if kind == "stop":
         return Stop(request_id=str(data["request_id"]))

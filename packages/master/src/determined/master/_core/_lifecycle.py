@@ -156,7 +156,11 @@ class Lifecycle:
             parent = session.scalar(
                 select(Run).where(Run.experiment_id == exp.id, Run.request_id == parent_request)
             )
-            ckpt = latest_completed_checkpoint(session, parent.id) if parent else None
+            ckpt = (
+                latest_completed_checkpoint(session, parent.id, action.parent_steps)
+                if parent
+                else None
+            )
             warm = ckpt.uuid if ckpt is not None else None
         run = Run(
             experiment_id=exp.id,

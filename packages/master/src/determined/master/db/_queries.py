@@ -40,13 +40,18 @@ def checkpoint_validation_metrics(session: Session, ckpt: Checkpoint) -> dict[st
     return dict((row.metrics or {}).get("avg_metrics") or {}) if row is not None else {}
 
 
-def latest_completed_checkpoint(session: Session, trial_id: int) -> Checkpoint | None:
-    """The trial's most recently reported COMPLETED checkpoint (what a restart resumes from)."""
+def latest_completed_checkpoint(
+    session: Session, trial_id: int, max_steps: int | None = None
+) -> Checkpoint | None:
+    """The trial's most recently reported COMPLETED checkpoint (what a restart resumes from);
+    with ``max_steps``, the latest one of at most that many ``steps_completed``."""
+    query = select(Checkpoint).where(
+        Checkpoint.trial_id == trial_id, Checkpoint.state == "COMPLETED"
+    )
+    if max_steps is not None:
+        query = query.where(Checkpoint.steps_completed <= max_steps)
     return session.scalar(
-        select(Checkpoint)
-        .where(Checkpoint.trial_id == trial_id, Checkpoint.state == "COMPLETED")
-        .order_by(Checkpoint.report_time.desc(), Checkpoint.id.desc())
-        .limit(1)
+        query.order_by(Checkpoint.report_time.desc(), Checkpoint.id.desc()).limit(1)
     )
 
 

@@ -204,7 +204,13 @@ class PBTSearch(SearchMethod):
 
     def _create(self, ctx: SearchContext, create: Create, parent: str | None) -> Create:
         if parent is not None:
-            create = dataclasses.replace(create, parent_request_id=parent)
+            # The parent's state at the end of the round just decided (it may have trained on):
+            # steps_completed counts batches, so the bound is exact only for batch lengths.
+            steps = None
+            if self.config.time_metric == "batches":
+                played = self.round - self.start_round[parent]
+                steps = played * self.config.length_per_round
+            create = dataclasses.replace(create, parent_request_id=parent, parent_steps=steps)
             self.parents[create.request_id] = parent
         self.members.append(create.request_id)
         self.start_round[create.request_id] = self.round
