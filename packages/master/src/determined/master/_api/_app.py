@@ -224,6 +224,9 @@ def create_app(master: Master) -> FastAPI:
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         master.manager.allocations.loop = asyncio.get_running_loop()
         yield
+        proxy_client = getattr(_app.state, "proxy_client", None)
+        if proxy_client is not None:
+            await proxy_client.aclose()
 
     app = FastAPI(
         lifespan=lifespan,
@@ -295,6 +298,10 @@ def create_app(master: Master) -> FastAPI:
     app.include_router(_unmanaged.router)
     app.include_router(_trial_sources.router)
     app.include_router(_cluster.router)
+    from determined.master._api import _commands, _proxy
+
+    app.include_router(_commands.router)
+    app.include_router(_proxy.router)
     ui.install(app)  # the web UI: /, /login, /experiments, ..., /ui/...; never under /api/v1
 
     return app

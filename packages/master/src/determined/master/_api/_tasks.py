@@ -359,9 +359,11 @@ def task_logs(
             raise APIError(404, f"task {task_id} not found")
         trial_id = task.trial_id
 
+    tasks = master.manager.tasks
+
     def done() -> bool:
         if trial_id is None:
-            return True
+            return tasks.is_done(task_id)  # a command, TensorBoard, notebook or shell
         with master.db.read() as session:
             current = session.get(Run, trial_id)
             return current is None or current.state in TERMINAL_STATES
