@@ -11,6 +11,8 @@ from determined.config._checks import Context, join
 SEARCHERS = ("single", "random", "grid", "async_halving", "adaptive_asha", "pbt")
 REMOVED_SEARCHERS = ("custom", "adaptive", "adaptive_simple", "sync_halving")
 ASHA_SEARCHERS = ("async_halving", "adaptive_asha")
+PLUGIN_SEARCHERS = {"optuna": "det-plugin-optuna"}
+"""Searchers det knows of but does not ship: name -> the distribution that provides it."""
 
 _MAX_LENGTH_REASON = (
     "training length now lives in the training code; ASHA searchers use time_metric and max_time"
@@ -155,6 +157,9 @@ def check_searcher(ctx: Context, value: Any, path: str) -> None:
             if ctx.complete:
                 c.require(ctx, value, path, "metric")
             return
+        if name in PLUGIN_SEARCHERS:
+            ctx.error(join(path, "name"), plugin_missing(str(name)))
+            return
         ctx.error(join(path, "name"), f"must be one of {', '.join(SEARCHERS)}")
         return
     ctx.searcher_name = name
@@ -164,6 +169,14 @@ def check_searcher(ctx: Context, value: Any, path: str) -> None:
         c.require(ctx, value, path, *_REQUIRED[name], why=f" for the {name} searcher")
         if name in ASHA_SEARCHERS:
             c.require(ctx, value, path, "time_metric", "max_time", why=f" for the {name} searcher")
+
+
+def plugin_missing(name: str) -> str:
+    """The error for a known plugin searcher whose distribution is not installed."""
+    dist = PLUGIN_SEARCHERS[name]
+    return (
+        f"the {name!r} searcher is provided by {dist}, which is not installed: pip install {dist}"
+    )
 
 
 def _plugin_implements(section: Mapping[str, Any]) -> bool:

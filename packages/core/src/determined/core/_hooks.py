@@ -97,6 +97,12 @@ def search_method(config: dict[str, Any]) -> SearchMethod:
     result = get_plugin_manager().hook.det_search_method(config=config)
     if result is None:
         name = (config.get("searcher") or {}).get("name")
+        from determined.config._searcher import PLUGIN_SEARCHERS, plugin_missing
+
+        if name in PLUGIN_SEARCHERS:
+            raise ValueError(
+                f"searcher.name: no searcher plugin implements {name!r}; {plugin_missing(name)}"
+            )
         raise ValueError(f"searcher.name: no searcher plugin implements {name!r}")
     return cast("SearchMethod", result)
 
