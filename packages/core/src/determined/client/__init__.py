@@ -27,6 +27,7 @@ from determined.client._login import hash_password, login, logout, master_addres
 from determined.client._models import ModelsClient
 from determined.client._routes import ROUTES, Route
 from determined.client._session import Session
+from determined.client._tasks import CommandsClient, TasksClient
 from determined.client._tensorboards import TensorboardsClient
 from determined.client._token_store import TokenStore
 from determined.client._trials import TrialsClient
@@ -40,6 +41,7 @@ __all__ = [
     "Client",
     "ClientError",
     "ClusterClient",
+    "CommandsClient",
     "ContextTooLargeError",
     "CreatedExperiment",
     "ExperimentsClient",
@@ -51,6 +53,7 @@ __all__ = [
     "NotFoundError",
     "Route",
     "Session",
+    "TasksClient",
     "TensorboardsClient",
     "TokenStore",
     "TrialsClient",

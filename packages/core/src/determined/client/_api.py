@@ -7,6 +7,7 @@ from determined.client._cluster import ClusterClient, MasterInfoClient
 from determined.client._experiments import ExperimentsClient
 from determined.client._models import ModelsClient
 from determined.client._session import Session
+from determined.client._tasks import CommandsClient, TasksClient
 from determined.client._tensorboards import TensorboardsClient
 from determined.client._trials import TrialsClient
 from determined.client._users import UsersClient
@@ -31,6 +32,8 @@ class Client:
         self.models = ModelsClient(session)
         self.users = UsersClient(session)
         self.cluster = ClusterClient(session)
+        self.tasks = TasksClient(session)
+        self.commands = CommandsClient(session)
         self.tensorboards = TensorboardsClient(session)
 
     def __repr__(self) -> str:

@@ -268,6 +268,15 @@ ALLOCATION_ACK_PREEMPTION = _route(
 )
 TASK_LOGS_POST = _route("tasks.post_logs", "POST", "/api/v1/task/logs")
 TASK_LOGS = _route("tasks.logs", "GET", "/api/v1/tasks/{task_id}/logs")
+TASK_GET = _route("tasks.get", "GET", "/api/v1/tasks/{task_id}")
+TASK_KILL = _route("tasks.kill", "POST", "/api/v1/tasks/{task_id}/kill", True)
+TASKS_COUNT = _route("tasks.count", "GET", "/api/v1/tasks/count")
+
+# ---- commands (tasks beyond trials) ---------------------------------------------------------------
+COMMANDS = _route("commands.list", "GET", "/api/v1/commands")
+COMMAND_LAUNCH = _route("commands.launch", "POST", "/api/v1/commands", False)
+COMMAND_GET = _route("commands.get", "GET", "/api/v1/commands/{command_id}")
+COMMAND_KILL = _route("commands.kill", "POST", "/api/v1/commands/{command_id}/kill", True)
 WEBHOOK_CUSTOM = _route("webhooks.custom", "POST", "/api/v1/webhooks/custom")
 TRIAL_SOURCE_INFO = _route("tasks.trial_source_info", "POST", "/api/v1/trial-source-info")
 
