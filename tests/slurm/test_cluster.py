@@ -1,0 +1,84 @@
+"""The test Slurm cluster itself: jobs run, queue when the node is full, and can be cancelled."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from slurm_cluster import FINAL_STATES, SlurmCluster
+
+
+def test_batch_job_runs_in_shared_dir(slurm: SlurmCluster) -> None:
+    job = slurm.sbatch('echo "hello from $SLURM_JOB_ID" > hello.txt')
+    assert slurm.wait_for_job(job, FINAL_STATES) == "COMPLETED"
+    assert (slurm.shared_dir / "hello.txt").read_text().strip() == f"hello from {job}"
+
+
+def test_squeue_shows_job_and_scancel_stops_it(slurm: SlurmCluster) -> None:
+    marker = slurm.shared_dir / "started.txt"
+    job = slurm.sbatch(f"touch {marker}; sleep 300")
+    assert slurm.wait_for_job(job, ["RUNNING"]) == "RUNNING"
+    out = slurm.run("squeue", "-h", "-o", "%i %T %P").stdout.split()
+    assert out == [job, "RUNNING", slurm.default_partition]
+    slurm.run("scancel", job)
+    assert slurm.wait_for_job(job, FINAL_STATES) == "CANCELLED"
+    assert marker.exists()
+
+
+def test_job_beyond_free_cpus_pends_until_first_ends(slurm: SlurmCluster) -> None:
+    """Two jobs of half the node's CPUs fill it; a third stays PENDING (Resources) until one ends."""
+    half = slurm.cpus // 2
+    release = slurm.shared_dir / "release"
+    first = slurm.sbatch(f"while [ ! -e {release} ]; do sleep 0.1; done", cpus=half)
+    second = slurm.sbatch("sleep 300", cpus=half)
+    slurm.wait_for_job(first, ["RUNNING"])
+    slurm.wait_for_job(second, ["RUNNING"])
+    third = slurm.sbatch("true", cpus=half, partition="other")
+    reason = slurm.run("squeue", "-h", "-j", third, "-o", "%T %r").stdout.split()
+    assert reason[0] == "PENDING"
+    assert slurm.job_state(third) == "PENDING"
+    release.touch()
+    assert slurm.wait_for_job(first, FINAL_STATES) == "COMPLETED"
+    assert slurm.wait_for_job(third, FINAL_STATES) == "COMPLETED"
+    assert slurm.job_state(second) == "RUNNING"
+
+
+def test_signal_reaches_the_job(slurm: SlurmCluster) -> None:
+    """``scancel --signal=TERM --batch`` delivers SIGTERM to the batch script, which can exit cleanly."""
+    got = slurm.shared_dir / "got-term"
+    ready = slurm.shared_dir / "trap-ready"
+    job = slurm.sbatch(
+        f"trap 'touch {got}; exit 0' TERM; touch {ready}; while true; do sleep 0.1; done"
+    )
+    slurm.wait_for_job(job, ["RUNNING"])
+    _wait_path(ready)  # the trap is set once the marker exists
+    slurm.run("scancel", "--signal=TERM", "--batch", job)
+    assert slurm.wait_for_job(job, FINAL_STATES) == "COMPLETED"
+    assert got.exists()
+
+
+def test_srun_starts_ranks(slurm: SlurmCluster) -> None:
+    """srun inside a batch job starts one task per rank with SLURM_PROCID set."""
+    job = slurm.sbatch(
+        "srun sh -c 'echo rank $SLURM_PROCID > rank-$SLURM_PROCID.txt'", "--ntasks=2"
+    )
+    assert slurm.wait_for_job(job, FINAL_STATES) == "COMPLETED"
+    ranks = sorted(p.read_text().strip() for p in slurm.shared_dir.glob("rank-*.txt"))
+    assert ranks == ["rank 0", "rank 1"]
+
+
+def test_partitions_and_capacity(slurm: SlurmCluster) -> None:
+    out = slurm.run("sinfo", "-h", "-o", "%R %C").stdout.split("\n")
+    rows = dict(line.split() for line in out if line.strip())
+    assert set(rows) == set(slurm.partitions)
+    # allocated/idle/other/total CPUs
+    assert rows[slurm.default_partition].split("/")[3] == str(slurm.cpus)
+
+
+def _wait_path(path: Path, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{path} never appeared")
+        time.sleep(0.05)
