@@ -47,6 +47,7 @@ _SUBPACKAGES = {
     "pytorch": "det-plugin-pytorch",
     "keras": "det-plugin-keras",
     "transformers": "det-plugin-transformers",
+    "optuna": "det-plugin-optuna",
     "estimator": "det-plugin-estimator",
     "master": "det-master",
     "cli": "det-cli",
