@@ -16,6 +16,8 @@ import math
 from collections.abc import Callable, Mapping, Set
 from typing import Any
 
+from optuna.trial import TrialState
+
 from determined.master import searchers as det_searchers
 from determined.optuna._pruned import PrunerScheduler
 from determined.optuna._settings import Settings, read_settings
@@ -29,7 +31,6 @@ from determined.searcher import (
     SearchMethod,
     Stop,
 )
-from optuna.trial import TrialState
 
 
 class _BlankContext(SearchContext):

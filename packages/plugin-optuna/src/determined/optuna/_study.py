@@ -16,10 +16,11 @@ from typing import Any
 
 import optuna
 import optuna.distributions as od
-from determined.optuna._settings import Settings
-from determined.optuna._space import SearchSpace
 from optuna.storages import InMemoryStorage
 from optuna.trial import FrozenTrial, TrialState
+
+from determined.optuna._settings import Settings
+from determined.optuna._space import SearchSpace
 
 STUDY_NAME = "det-optuna"
 """Fixed: Optuna's Hyperband pruner assigns brackets by hashing the study name with the trial."""
