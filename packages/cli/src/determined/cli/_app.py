@@ -27,6 +27,7 @@ from determined.cli import (
     _render,
     _resources,
     _session,
+    _tensorboard,
     _trial,
     _user,
 )
@@ -108,6 +109,7 @@ COMMANDS: list[Node] = [
     *_job.COMMANDS,
     *_agent.COMMANDS,
     *_resources.COMMANDS,
+    *_tensorboard.COMMANDS,
 ]
 
 
