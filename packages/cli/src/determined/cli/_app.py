@@ -19,6 +19,7 @@ from determined import client
 from determined.cli import (
     _agent,
     _checkpoint,
+    _command,
     _deploy,
     _experiment,
     _job,
@@ -27,6 +28,7 @@ from determined.cli import (
     _render,
     _resources,
     _session,
+    _task,
     _tensorboard,
     _trial,
     _user,
@@ -109,6 +111,8 @@ COMMANDS: list[Node] = [
     *_job.COMMANDS,
     *_agent.COMMANDS,
     *_resources.COMMANDS,
+    *_task.COMMANDS,
+    *_command.COMMANDS,
     *_tensorboard.COMMANDS,
 ]
 

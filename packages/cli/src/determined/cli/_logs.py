@@ -51,8 +51,8 @@ def levels_at_or_above(level: str | None) -> list[str] | None:
     return [f"LOG_LEVEL_{name}" for name in LOG_LEVELS[LOG_LEVELS.index(level) :]]
 
 
-def trial_logs(session: client.Session, trial_id: int, args: argparse.Namespace) -> Iterator[Any]:
-    """The log entries of a trial selected by the log flags of ``args`` (oldest first)."""
+def log_params(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The log query of the log flags of ``args`` (None: ``--head 0``/``--tail 0``, nothing)."""
     head = getattr(args, "head", None)
     tail = getattr(args, "tail", None)
     follow = bool(getattr(args, "follow", False))
@@ -75,9 +75,17 @@ def trial_logs(session: client.Session, trial_id: int, args: argparse.Namespace)
         "timestampAfter": getattr(args, "timestamp_after", None),
     }
     if (head is not None or tail is not None) and not (head or tail):
-        return iter(())  # --head 0 / --tail 0: nothing (a limit of 0 means "all" on the wire)
+        return None  # --head 0 / --tail 0: nothing (a limit of 0 means "all" on the wire)
+    return params
+
+
+def trial_logs(session: client.Session, trial_id: int, args: argparse.Namespace) -> Iterator[Any]:
+    """The log entries of a trial selected by the log flags of ``args`` (oldest first)."""
+    params = log_params(args)
+    if params is None:
+        return iter(())
     entries = client.TrialsClient(session).logs(trial_id, params)
-    if tail is not None:
+    if getattr(args, "tail", None) is not None:
         return iter(list(entries)[::-1])
     return iter(entries)
 

@@ -226,6 +226,9 @@ def _log_filter(request: Request, task_ids: list[str]) -> Any:
     agents = q.getlist("agentIds")
     if agents:
         stmt = stmt.where(TaskLog.agent_id.in_(agents))
+    allocations = q.getlist("allocationIds")
+    if allocations:
+        stmt = stmt.where(TaskLog.allocation_id.in_(allocations))
     containers = q.getlist("containerIds")
     if containers:
         stmt = stmt.where(TaskLog.container_id.in_(containers))

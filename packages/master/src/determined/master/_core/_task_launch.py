@@ -39,7 +39,9 @@ def free_port(host: str) -> int:
 def config_env(config: dict[str, Any], slot_type: str) -> dict[str, str]:
     """``environment.environment_variables`` of ``config`` (a list of ``K=V``, or per device)."""
     env_vars = (config.get("environment") or {}).get("environment_variables") or {}
-    if isinstance(env_vars, dict):
+    if isinstance(env_vars, str):
+        entries = [env_vars]
+    elif isinstance(env_vars, dict):
         entries = list(env_vars.get("cuda" if slot_type == "cuda" else "cpu") or [])
     else:
         entries = list(env_vars)
