@@ -1,0 +1,182 @@
+"""PBT on a real master: copies start from their parent's checkpoint, and a master SIGKILL mid-search
+gives the same trials as an uninterrupted run.
+
+Both searches run the same seeded experiment: the reference on an in-process master, the crashed
+one on ``python -m determined.master up`` subprocesses sharing one data dir, killed while a copy
+is training in the middle of its first round. The "training" is deterministic: the loss depends on
+the hyperparameter and on a state carried in checkpoints (so a copy's results depend on which
+checkpoint it started from).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+TRAIN = '''
+"""Each batch moves a state towards x; the loss is how far the state is from 0.3."""
+import json
+import os
+import pathlib
+import time
+
+import determined as det
+
+
+def hang_once(name):
+    marker_dir = os.environ.get("HANG_DIR")
+    if not marker_dir:
+        return
+    marker = pathlib.Path(marker_dir) / name
+    if not marker.exists():
+        marker.write_text(str(os.getpid()))
+        time.sleep(600)
+
+
+info = det.get_cluster_info()
+trial_id, x = info.trial.trial_id, info.trial.hparams["x"]
+with det.core.init() as core_context:
+    batches, state, origin = 0, 1.0, None
+    if info.latest_checkpoint:
+        with core_context.checkpoint.restore_path(info.latest_checkpoint) as path:
+            saved = json.loads((path / "state.json").read_text())
+        state, origin = saved["state"], saved["trial_id"]
+        if origin == trial_id:
+            batches = saved["batches"]  # our own checkpoint: a restart
+    print(f"trial {trial_id} starts at batch {batches} from trial {origin}", flush=True)
+    for op in core_context.searcher.operations():
+        while batches < op.length:
+            batches += 1
+            state = state + 0.5 * (x - state)
+            meta = {"steps_completed": batches}
+            with core_context.checkpoint.store_path(meta) as (path, _):
+                (path / "state.json").write_text(
+                    json.dumps({"state": state, "trial_id": trial_id, "batches": batches})
+                )
+            if trial_id == 5 and batches == 1:
+                hang_once("copy-mid-round")
+        loss = (state - 0.3) ** 2
+        core_context.train.report_validation_metrics(
+            steps_completed=batches, metrics={"loss": loss, "batches": batches}
+        )
+        op.report_completed(loss)
+'''
+
+CONFIG: dict[str, Any] = {
+    "name": "pbt",
+    "entrypoint": "python3 train.py",
+    "hyperparameters": {"x": {"type": "double", "minval": 0.0, "maxval": 1.0}},
+    "searcher": {
+        "name": "pbt",
+        "metric": "loss",
+        "population_size": 4,
+        "num_rounds": 3,
+        "length_per_round": {"batches": 2},
+        "replace_function": {"truncate_fraction": 0.25},
+        "explore_function": {"resample_probability": 0.0, "perturb_factor": 0.5},
+    },
+    "reproducibility": {"experiment_seed": 424242},
+    "max_restarts": 0,
+}
+
+
+def _outcome(api: Any, exp_id: int) -> list[dict[str, Any]]:
+    """Each trial's identity, hyperparameters, state, parent and validations by length."""
+    out = []
+    for trial in api.trials(exp_id):
+        row = {key: trial[key] for key in ("requestId", "seed", "hparams", "state")}
+        warm = trial["warmStartCheckpointUuid"]
+        if warm:
+            ckpt = api.get(f"/api/v1/checkpoints/{warm}")["checkpoint"]
+            row["parent"] = (ckpt["training"]["trialId"], ckpt["metadata"]["steps_completed"])
+        row["validations"] = {
+            r["totalBatches"]: api.values(r)["loss"] for r in api.metrics(trial["id"], "validation")
+        }
+        out.append(row)
+    return out
+
+
+def _same_search(got: list[dict[str, Any]], expected: list[dict[str, Any]]) -> None:
+    """The same trials, hyperparameters, parents and results.
+
+    A member keeps training while the rest of the population finishes a round, so a member that
+    is then stopped may have reported a round more or less (never judged): the validations must
+    agree where both runs have them, and anything only one run has comes after those.
+    """
+    assert len(got) == len(expected)
+    for mine, theirs in zip(got, expected, strict=True):
+        mine, theirs = dict(mine), dict(theirs)
+        mine_v, theirs_v = mine.pop("validations"), theirs.pop("validations")
+        assert mine == theirs
+        common = set(mine_v) & set(theirs_v)
+        assert common and all(mine_v[n] == theirs_v[n] for n in common), (mine_v, theirs_v)
+        # what only one run has came after everything both have (reports never judged)
+        assert all(n > max(common) for n in (set(mine_v) | set(theirs_v)) - common)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_pbt_warm_starts_copies_and_survives_a_master_sigkill(
+    make_master: Callable[..., Any], tmp_path: pathlib.Path
+) -> None:
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "train.py").write_text(TRAIN)
+    hang_dir = tmp_path / "hang"
+    hang_dir.mkdir()
+
+    reference = make_master(slots=8).api()
+    reference_id = reference.create_experiment(CONFIG, context)
+
+    crashed_config = dict(CONFIG, environment={"environment_variables": [f"HANG_DIR={hang_dir}"]})
+    master = make_master(process=True, slots=8)
+    api = master.api()
+    exp_id = api.create_experiment(crashed_config, context)
+    marker = hang_dir / "copy-mid-round"
+    api.wait_for(lambda: marker.exists() and marker.read_text(), 240, "the copy to hang")
+    pid = int(marker.read_text())
+    master.kill()
+    master.restart()
+    api = master.api()
+    api.wait_for(lambda: not _alive(pid), 30, f"the orphaned trial {pid} to be reaped")
+
+    assert api.wait_experiment(exp_id, timeout=300) == "STATE_COMPLETED", api.debug(exp_id)
+    assert reference.wait_experiment(reference_id, timeout=300) == "STATE_COMPLETED"
+    expected = _outcome(reference, reference_id)
+    assert len(expected) == 4 + 1 * 2  # population 4, one copy after each of rounds 1 and 2
+    _same_search(_outcome(api, exp_id), expected)
+    assert [row.get("parent", (0, 0))[1] for row in expected] == [0, 0, 0, 0, 2, 4]
+
+    # every copy started from its parent's checkpoint at the end of the decided round (the
+    # crashed run has the same parents; its copy's first log lines may have died with the master)
+    trials = reference.trials(reference_id)
+    by_id = {t["id"]: t for t in trials}
+    copies = [t for t in trials if t["warmStartCheckpointUuid"]]
+    assert len(copies) == 2
+    for copy in copies:
+        ckpt = reference.get(f"/api/v1/checkpoints/{copy['warmStartCheckpointUuid']}")
+        parent_id = ckpt["checkpoint"]["training"]["trialId"]
+        assert parent_id in by_id and parent_id < copy["id"]
+        log = "".join(reference.logs(copy["id"]))
+        assert f"trial {copy['id']} starts at batch 0 from trial {parent_id}" in log
+        # the copy explored: x moved by the perturb factor from its parent's
+        parent_x = by_id[parent_id]["hparams"]["x"]
+        assert copy["hparams"]["x"] in (
+            pytest.approx(min(parent_x * 1.5, 1.0)),
+            pytest.approx(parent_x * 0.5),
+        )
+    # the crash hit trial 5 (the first copy) mid-round; it resumed from its own checkpoint
+    log5 = "".join(api.logs(5))
+    starts = re.findall(r"trial 5 starts at batch (\d+) from trial (\d+)", log5)
+    assert starts[-1][0] == "1" and starts[-1][1] == "5", log5
