@@ -38,6 +38,7 @@ COMMANDS = [
             _experiment_lifecycle.ARCHIVE,
             _experiment_lifecycle.UNARCHIVE,
             _experiment_lifecycle.DELETE,
+            _experiment_lifecycle.DELETE_TB_FILES,
             _experiment_checkpoints.DOWNLOAD,
             _experiment_lifecycle.WAIT,
             _experiment_attributes.LABEL,

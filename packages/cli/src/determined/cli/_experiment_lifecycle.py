@@ -40,6 +40,10 @@ def delete(args: argparse.Namespace) -> None:
         print("Aborting experiment deletion.")
 
 
+def delete_tensorboard_files(args: argparse.Namespace) -> None:
+    _session.api(args).experiments.delete_tensorboard_files(args.experiment_id)
+
+
 def wait(args: argparse.Namespace) -> int:
     if args.polling_interval <= 0:
         raise CliError("--polling-interval: must be > 0")
@@ -115,6 +119,13 @@ DELETE = Cmd(
         experiment_id_arg("experiment ID to delete"),
         Arg("--yes", action="store_true", help="automatically answer yes to prompts"),
     ],
+)
+
+DELETE_TB_FILES = Cmd(
+    "delete-tb-files",
+    delete_tensorboard_files,
+    "delete TensorBoard files associated with the provided experiment ID",
+    [experiment_id_arg("Experiment ID")],
 )
 
 WAIT = Cmd(

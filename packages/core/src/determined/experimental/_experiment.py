@@ -201,6 +201,11 @@ class Experiment:
         """
         self._api.experiments.delete(self._id)
 
+    def delete_tensorboard_files(self) -> None:
+        """Delete this experiment's TensorBoard files (``<storage>/tensorboard/experiment/<id>/``)
+        from its checkpoint storage (owner or admin); checkpoints stay."""
+        self._api.experiments.delete_tensorboard_files(self._id)
+
     def wait(
         self, interval: float = 5.0, *, timeout: float | None = None, progress: bool = False
     ) -> ExperimentState:

@@ -1,0 +1,249 @@
+"""TensorBoard on a real master: a PyTorch and a Keras experiment (the examples, a few batches and
+epochs) write TensorBoard events to checkpoint storage; ``det tensorboard start`` on both serves
+their metrics through the master's authenticated proxy; the web UI's button opens it.
+
+One master and one pair of experiments (local ``shared_fs`` storage) for the module; the S3 variant
+is ``test_tensorboard_s3.py``.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+from typing import Any
+
+import pytest
+import requests
+from cli.harness import Det
+from e2e.harness import EXAMPLES, MasterAPI
+
+from determined.experimental import client as sdk
+from determined.tensorboard import trial_storage_path
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+URL_LINE = re.compile(r"Tensorboard is running at: (\S+)")
+
+
+def create_example_experiments(api: MasterAPI, **overrides: Any) -> dict[str, int]:
+    """The PyTorch (digits) and Keras (iris) examples, shortened, with ``overrides`` applied."""
+    torch_id = api.create_experiment(
+        EXAMPLES / "pytorch" / "const.yaml",
+        EXAMPLES / "pytorch",
+        overrides={
+            "name": "tb-pytorch",
+            "entrypoint": "python3 train.py --batches 20 --validate-every 10",
+            **overrides,
+        },
+    )
+    keras_id = api.create_experiment(
+        EXAMPLES / "keras" / "const.yaml",
+        EXAMPLES / "keras",
+        overrides={
+            "name": "tb-keras",
+            "entrypoint": "python3 train.py --epochs 3",
+            "max_restarts": 0,
+            **overrides,
+        },
+    )
+    for exp_id in (torch_id, keras_id):
+        assert api.wait_experiment(exp_id, timeout=300) == "STATE_COMPLETED", api.debug(exp_id)
+    return {"pytorch": torch_id, "keras": keras_id}
+
+
+def check_scalars(api: MasterAPI, url: str, token: str, experiments: dict[str, int]) -> None:
+    """The proxied TensorBoard at ``url`` holds both experiments' metrics, and refuses strangers."""
+    assert requests.get(url + "data/plugin/scalars/tags", timeout=30).status_code == 401
+    auth = {"Authorization": f"Bearer {token}"}
+    tags = requests.get(url + "data/plugin/scalars/tags", headers=auth, timeout=30).json()
+
+    (torch_trial,) = api.trials(experiments["pytorch"])
+    run = f"trial_{torch_trial['id']}"
+    assert "Determined/validation_loss" in tags[run], tags
+    points = requests.get(
+        url + "data/plugin/scalars/scalars",
+        params={"run": run, "tag": "Determined/validation_loss"},
+        headers=auth,
+        timeout=30,
+    ).json()
+    reported = [
+        (int(r["totalBatches"]), api.values(r)["validation_loss"])
+        for r in api.metrics(torch_trial["id"], "validation")
+    ]
+    assert [(step, pytest.approx(value, rel=1e-5)) for _, step, value in points] == reported
+
+    (keras_trial,) = api.trials(experiments["keras"])
+    run = f"trial_{keras_trial['id']}/validation"
+    assert "epoch_loss" in tags[run], tags
+    points = requests.get(
+        url + "data/plugin/scalars/scalars",
+        params={"run": run, "tag": "epoch_loss"},
+        headers=auth,
+        timeout=30,
+    ).json()
+    reported_loss = [
+        api.values(r)["val_loss"] for r in api.metrics(keras_trial["id"], "validation")
+    ]
+    assert [pytest.approx(value, rel=1e-5) for _, _, value in points] == reported_loss
+
+
+@pytest.fixture(scope="module")
+def site(make_module_master: Any) -> Any:
+    master = make_module_master()
+    master.experiments = create_example_experiments(master.api())
+    return master
+
+
+@pytest.fixture
+def det(site: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> Det:
+    for name in ("DET_USER", "DET_PASS", "DET_USER_TOKEN", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DET_MASTER", site.url)
+    monkeypatch.setenv("DET_CONFIG_DIR", str(tmp_path / "det-config"))
+    return Det(site.url, tmp_path / "det-config", capsys)
+
+
+def test_start_both_experiments_serves_their_metrics_behind_auth(site: Any, det: Det) -> None:
+    experiments = site.experiments
+    out = det.ok("tensorboard", "start", str(experiments["pytorch"]), str(experiments["keras"]),
+                 "--no-browser")  # fmt: skip
+    url = URL_LINE.search(out).group(1)  # type: ignore[union-attr]
+    tensorboard_id = re.search(r"id: ([0-9a-f-]+)", out).group(1)  # type: ignore[union-attr]
+    assert url == f"{site.url}/proxy/{tensorboard_id}/"
+    check_scalars(site.api(), url, site.login("determined"), experiments)
+
+    listed = det.ok("tensorboard", "list")
+    assert tensorboard_id in listed and "RUNNING" in listed
+    assert det.ok("tensorboard", "list", "-q").split() == [tensorboard_id]
+    config = det.ok("tensorboard", "config", tensorboard_id[:8])  # a unique prefix
+    assert isinstance(config, str)
+    assert "TensorBoard is serving" in det.ok("tensorboard", "logs", tensorboard_id)
+
+    assert "Killed tensorboard" in det.ok("tensorboard", "kill", tensorboard_id)
+    api = site.api()
+    api.wait_for(
+        lambda: (
+            api.get(f"/api/v1/tensorboards/{tensorboard_id}")["tensorboard"]["state"]
+            == "STATE_TERMINATED"
+        ),
+        60,
+        "the TensorBoard to end",
+    )
+    code, _, err = det.run("tensorboard", "open", tensorboard_id)
+    assert code == 1 and "has ended" in err
+
+
+def test_trial_ids_and_bad_requests(site: Any) -> None:
+    api = site.api()
+    (trial,) = api.trials(site.experiments["pytorch"])
+    launched = api.post("/api/v1/tensorboards", {"trialIds": [trial["id"]]})["tensorboard"]
+    assert launched["trialIds"] == [trial["id"]] and launched["experimentIds"] == []
+    assert launched["serviceAddress"] == f"/proxy/{launched['id']}/"
+    token = site.login("determined")
+    api.wait_for(
+        lambda: api.get(f"/api/v1/tensorboards/{launched['id']}")["tensorboard"]["isReady"],
+        120,
+        "the TensorBoard to be ready",
+    )
+    tags = requests.get(
+        f"{site.url}/proxy/{launched['id']}/data/plugin/scalars/tags",
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=30,
+    ).json()
+    assert list(tags) == [f"trial_{trial['id']}"]
+    api.post(f"/api/v1/tensorboards/{launched['id']}/kill")
+
+    session = site.session("determined")
+    for body, status, field in [
+        ({}, 400, "experimentIds"),
+        ({"experimentIds": "1"}, 400, "experimentIds"),
+        ({"trialIds": [999999]}, 404, "trialIds"),
+        ({"experimentIds": [999999]}, 404, "experimentIds"),
+        ({"filters": {"states": ["NOPE"]}}, 400, "filters.states"),
+        ({"filters": {"name": "no-experiment-has-this-name"}}, 400, "filters"),
+    ]:
+        answer = requests.post(
+            f"{site.url}/api/v1/tensorboards",
+            json=body,
+            headers={"Authorization": f"Bearer {session.token}"},
+            timeout=30,
+        )
+        assert answer.status_code == status, (body, answer.text)
+        assert field in answer.text, (body, answer.text)
+    by_filter = api.post("/api/v1/tensorboards", {"filters": {"name": "tb-keras"}})["tensorboard"]
+    assert by_filter["experimentIds"] == [site.experiments["keras"]]
+    api.post(f"/api/v1/tensorboards/{by_filter['id']}/kill")
+    missing = requests.get(
+        f"{site.url}/api/v1/tensorboards/not-a-tensorboard",
+        headers={"Authorization": f"Bearer {session.token}"},
+        timeout=30,
+    )
+    assert missing.status_code == 404
+
+
+def test_delete_tensorboard_files(site: Any, tmp_path: pathlib.Path) -> None:
+    from tb_testing import write_scalars
+
+    api = site.api()
+    exp_id = api.create_experiment(
+        EXAMPLES / "pytorch" / "const.yaml", EXAMPLES / "pytorch", activate=False
+    )
+    storage = pathlib.Path(api.get(f"/api/v1/experiments/{exp_id}")["config"]
+                           ["checkpoint_storage"]["host_path"])  # fmt: skip
+    files = storage / trial_storage_path(exp_id, 1)
+    files.mkdir(parents=True)
+    write_scalars(files, "loss", [1.0])
+
+    client = sdk.Determined(site.url, "determined", "")
+    client.get_experiment(exp_id).delete_tensorboard_files()
+    assert not (storage / "tensorboard" / "experiment" / str(exp_id)).exists()
+    assert (storage / "tensorboard" / "experiment" / str(site.experiments["pytorch"])).is_dir()
+
+    # someone else's experiment: refused
+    admin = site.session("admin")
+    admin.request("POST", "/api/v1/users", body={"user": {"username": "tb-stranger"}})
+    stranger = site.session("tb-stranger")
+    answer = requests.delete(
+        f"{site.url}/api/v1/experiments/{exp_id}/tensorboard-files",
+        headers={"Authorization": f"Bearer {stranger.token}"},
+        timeout=30,
+    )
+    assert answer.status_code == 403
+
+
+def test_web_ui_button_opens_tensorboard(site: Any, page: Any) -> None:
+    exp_id = site.experiments["pytorch"]
+    page.context.add_cookies([{"name": "auth", "value": site.login("admin"), "url": site.url}])
+    page.set_default_timeout(120_000)
+    page.goto(f"{site.url}/experiments/{exp_id}")
+    with page.expect_popup() as popup_info:
+        page.click("#open-tensorboard")
+    popup = popup_info.value
+    popup.wait_for_url(re.compile(r".*/proxy/[0-9a-f-]+/.*"))
+    popup.wait_for_load_state()
+    assert "TensorBoard" in popup.title()
+    tensorboard_id = popup.url.split("/proxy/")[1].split("/")[0]
+    # the proxied data behind the page is the experiment's
+    tags = popup.evaluate(
+        "async (id) => (await fetch(`/proxy/${id}/data/plugin/scalars/tags`)).json()",
+        tensorboard_id,
+    )
+    (trial,) = site.api().trials(exp_id)
+    assert "Determined/validation_loss" in tags[f"trial_{trial['id']}"]
+
+    # the same experiment again: the running TensorBoard is reused
+    with page.expect_popup() as again_info:
+        page.click("#open-tensorboard")
+    again = again_info.value
+    again.wait_for_url(re.compile(r".*/proxy/[0-9a-f-]+/.*"))
+    assert tensorboard_id in again.url
+
+    # a selection of trials
+    page.check(f".trial-select[value='{trial['id']}']")
+    with page.expect_popup() as selected_info:
+        page.click("#tensorboard-selected")
+    selected = selected_info.value
+    selected.wait_for_url(re.compile(r".*/proxy/[0-9a-f-]+/.*"))
+    assert tensorboard_id not in selected.url
+    listed = site.api().get("/api/v1/tensorboards", users="admin")["tensorboards"]
+    assert sorted(tb["trialIds"] for tb in listed) == [[], [trial["id"]]]
