@@ -16,6 +16,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import requests
+from webui._site import login_token
+
+from determined.master.db import Experiment, Run, User, utcnow
 
 TRAIN = '''
 """Each batch moves a state towards x; the loss is how far the state is from 0.3."""
@@ -176,7 +180,82 @@ def test_pbt_warm_starts_copies_and_survives_a_master_sigkill(
             pytest.approx(min(parent_x * 1.5, 1.0)),
             pytest.approx(parent_x * 0.5),
         )
+    _check_web_ui(reference.url, reference_id, copies)
+
     # the crash hit trial 5 (the first copy) mid-round; it resumed from its own checkpoint
     log5 = "".join(api.logs(5))
     starts = re.findall(r"trial 5 starts at batch (\d+) from trial (\d+)", log5)
     assert starts[-1][0] == "1" and starts[-1][1] == "5", log5
+
+
+def _web(url: str) -> requests.Session:
+    session = requests.Session()
+    session.cookies.set("auth", login_token(url))
+    return session
+
+
+def _check_web_ui(url: str, exp_id: int, copies: list[dict[str, Any]]) -> None:
+    """The experiment's hyperparameter views show each copy's parent (PBT's lineage)."""
+    web = _web(url)
+    page = web.get(f"{url}/experiments/{exp_id}", timeout=30)
+    assert page.status_code == 200
+    view = web.get(f"{url}/ui/api/experiments/{exp_id}/hparams", timeout=30).json()
+    parents = {t["id"]: t["parent"] for t in view["trials"]}
+    assert len(parents) == 6 and list(parents.values())[:4] == [None] * 4
+    for copy in copies:
+        parent = parents[copy["id"]]
+        assert parent is not None and parent < copy["id"]
+        html = web.get(f"{url}/trials/{copy['id']}", timeout=30).text
+        assert f'Warm-started from <a href="/trials/{parent}">trial {parent}</a>' in html
+        assert "population-based training copy" in html
+    first = web.get(f"{url}/trials/1", timeout=30).text
+    assert "Warm-started" not in first
+
+
+def test_web_ui_renders_an_optuna_search(sqlite_master: Any) -> None:
+    """A search from a plugin searcher (det-plugin-optuna's config) renders in every HP view."""
+    config = {
+        "name": "tpe",
+        "searcher": {
+            "name": "optuna",
+            "sampler": "tpe",
+            "metric": "loss",
+            "smaller_is_better": True,
+            "max_trials": 2,
+            "time_metric": "batches",
+            "max_time": 8,
+            "pruner": {"type": "asha", "divisor": 2, "max_rungs": 2},
+        },
+        "hyperparameters": {"lr": {"type": "log", "minval": -4, "maxval": -1, "base": 10}},
+    }
+    with sqlite_master.db.write() as session:
+        owner = session.query(User).filter(User.username == "admin").one()
+        exp = Experiment(config=config, owner_id=owner.id, state="COMPLETED", labels=[])
+        session.add(exp)
+        session.flush()
+        for i, lr in enumerate((1e-3, 3e-2)):
+            session.add(
+                Run(
+                    experiment_id=exp.id,
+                    request_id=f"r{i}",
+                    task_id=f"{exp.id}.r{i}",
+                    state="COMPLETED",
+                    hparams={"lr": lr},
+                    summary_metrics={},
+                    last_activity=utcnow(),
+                    run_id=1,
+                    searcher_metric_value=0.5 - i * 0.1,
+                )
+            )
+        session.flush()
+        exp_id = exp.id
+        trial_ids = [r.id for r in session.query(Run).filter(Run.experiment_id == exp_id)]
+    url = str(sqlite_master.url)
+    web = _web(url)
+    assert web.get(f"{url}/experiments/{exp_id}", timeout=30).status_code == 200
+    view = web.get(f"{url}/ui/api/experiments/{exp_id}/hparams", timeout=30).json()
+    assert view["hparams"] == ["lr"] and view["metric"] == "loss"
+    assert [t["parent"] for t in view["trials"]] == [None, None]
+    for trial_id in trial_ids:
+        page = web.get(f"{url}/trials/{trial_id}", timeout=30)
+        assert page.status_code == 200 and "Warm-started" not in page.text

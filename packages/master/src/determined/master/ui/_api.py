@@ -300,7 +300,8 @@ def search_trials(request: Request, p: Principal = Depends(authenticate)) -> Res
 def experiment_hparams(
     request: Request, experiment_id: int, p: Principal = Depends(authenticate)
 ) -> Response:
-    """Flattened hyperparameters and best searcher metric of each trial (the hparam view)."""
+    """Flattened hyperparameters, best searcher metric and parent (the trial it was warm-started
+    from: PBT's lineage) of each trial (the hparam view)."""
     with master_of(request).db.read() as session:
         exp, _ = _queries.get_experiment(session, experiment_id)
         rows = _queries.experiment_trials(session, exp)
@@ -312,7 +313,15 @@ def experiment_hparams(
         for name in flat:
             if name not in names:
                 names.append(name)
-        trials.append({"id": row.id, "state": row.state, "hparams": flat, "best": row.best})
+        trials.append(
+            {
+                "id": row.id,
+                "state": row.state,
+                "hparams": flat,
+                "best": row.best,
+                "parent": row.parent,
+            }
+        )
     return json_response(
         request,
         {"metric": metric, "smallerIsBetter": smaller, "hparams": names, "trials": trials},

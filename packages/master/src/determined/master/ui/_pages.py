@@ -246,6 +246,7 @@ def _trial_context(request: Request, trial_id: int, *, page: bool = False) -> di
         "metric": metric,
         "checkpoints": checkpoints,
         "hparams": _queries.flatten_hparams(run.hparams or {}),
+        "searcher_name": str((exp.config.get("searcher") or {}).get("name") or ""),
         "ranks": ranks,
         "levels": _queries.LOG_LEVELS,
         "terminal": _queries.is_terminal(run.state),

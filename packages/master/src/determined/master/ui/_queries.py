@@ -314,6 +314,8 @@ class TrialRow:
     version: TrialVersion
     groups: dict[str, list[str]]
     summary: dict[str, Any] = dataclasses.field(default_factory=dict)
+    parent: int | None = None
+    """The trial whose checkpoint this one was warm-started from (PBT's copies, source_trial_id)."""
 
     def reports(self, group: str, metric: str) -> int:
         """How many reports of ``metric`` in ``group`` the trial made (from its summary)."""
@@ -347,8 +349,8 @@ def version_of(run: Run) -> TrialVersion:
 def trial_rows(session: Session, runs: Sequence[Run], metric_of: dict[int, str]) -> list[TrialRow]:
     """Table rows for ``runs``; ``metric_of`` maps experiment id -> searcher metric name.
 
-    Three queries whatever the number of trials: the runs (given), their checkpoint totals and
-    their latest validation reports.
+    Four queries at most whatever the number of trials: the runs (given), their checkpoint
+    totals, their latest validation reports and the trials their warm-start checkpoints came from.
     """
     if not runs:
         return []
@@ -368,6 +370,16 @@ def trial_rows(session: Session, runs: Sequence[Run], metric_of: dict[int, str])
             select(Metric.id, Metric.metrics).where(Metric.id.in_(latest_ids))
         ):
             latest[metric_id] = (metrics or {}).get("avg_metrics") or {}
+    warm = {r.warm_start_checkpoint_uuid for r in runs if r.warm_start_checkpoint_uuid}
+    parents: dict[str, int] = {}
+    if warm:
+        parents = {
+            uuid: int(trial_id)
+            for uuid, trial_id in session.execute(
+                select(Checkpoint.uuid, Checkpoint.trial_id).where(Checkpoint.uuid.in_(warm))
+            )
+            if trial_id is not None
+        }
     out = []
     for run in runs:
         name = metric_of.get(run.experiment_id, "")
@@ -393,6 +405,7 @@ def trial_rows(session: Session, runs: Sequence[Run], metric_of: dict[int, str])
                 version=version_of(run),
                 groups=numeric_metrics(run.summary_metrics),
                 summary=run.summary_metrics or {},
+                parent=parents.get(run.warm_start_checkpoint_uuid or ""),
             )
         )
     return out
