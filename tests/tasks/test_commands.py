@@ -65,7 +65,8 @@ def test_detach_list_logs_follow_and_kill(det: Det, user: Client, admin: Client)
     assert command_state(user, command_id) == "STATE_RUNNING"
     assert command_id in det.ok("cmd", "list", "-q").split()
     assert command_id in det.ok("cmd", "list", "-q", "-a").split()
-    assert command_id in det.ok("task", "list")
+    listed = det.ok("task", "list")
+    assert command_id in listed and "Command (echo started; sleep 120)" in listed
     summary = user.tasks.get(command_id)["task"]
     assert summary["taskType"] == "TASK_TYPE_COMMAND"
     assert summary["allocations"][0]["state"] == "STATE_RUNNING"

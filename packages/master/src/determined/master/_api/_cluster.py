@@ -25,6 +25,7 @@ from determined.master._api._deps import (
     json_body,
     require_admin,
     resource_usage_of,
+    tasks_of,
 )
 from determined.master._core._cluster_messages import Notice
 from determined.master._core._cluster_view import JOB_STATES, Agent, Job, TaskSummary
@@ -165,11 +166,18 @@ def get_tasks(request: Request, p: Principal = Depends(authenticate)) -> dict[st
     """The allocations holding slots, by allocation id (upstream's ``allocationIdToSummary``)."""
     view = cluster_view_of(request)
     agent_of = {a.resource_pool: a.agent_id for a in view.agents()}
-    return {
-        "allocationIdToSummary": {
-            t.allocation_id: _task_json(t, agent_of.get(t.resource_pool, "")) for t in view.tasks()
-        }
+    summaries = {
+        t.allocation_id: _task_json(t, agent_of.get(t.resource_pool, "")) for t in view.tasks()
     }
+    tasks = tasks_of(request)  # commands, notebooks, ...: their names and proxy ports
+    for summary in summaries.values():
+        live = tasks.live_task(str(summary["taskId"]))
+        if live is not None:
+            task = tasks.get(live.task_id)
+            summary["name"] = task.description if task else summary["name"]
+            if live.port is not None:
+                summary["proxyPorts"] = [{"serviceId": live.task_id, "port": live.port}]
+    return {"allocationIdToSummary": summaries}
 
 
 # ---- job queue -------------------------------------------------------------------------------------
