@@ -25,6 +25,7 @@ from determined.cli import (
     _job,
     _master,
     _model,
+    _notebook,
     _render,
     _resources,
     _session,
@@ -114,6 +115,7 @@ COMMANDS: list[Node] = [
     *_task.COMMANDS,
     *_command.COMMANDS,
     *_tensorboard.COMMANDS,
+    *_notebook.COMMANDS,
 ]
 
 

@@ -3,7 +3,7 @@ processes call its REST API.
 
 ``Client(session)`` groups one resource client per REST resource (``.master``, ``.experiments``,
 ``.trials``, ``.checkpoints``, ``.models``, ``.users``,
-``.cluster``, ``.tensorboards``); ``MasterClient`` has the calls a task process
+``.cluster``, ``.tensorboards``, ``.notebooks``); ``MasterClient`` has the calls a task process
 makes. Both call the master only through the routes of ``ROUTES`` (upstream Determined's paths and
 JSON conventions), which a test checks against the master's OpenAPI document.
 ``Session`` carries the master URL, the token and the retry policy (only idempotent calls are retried).
@@ -25,6 +25,7 @@ from determined.client._errors import (
 from determined.client._experiments import CreatedExperiment, ExperimentsClient, create_experiment
 from determined.client._login import hash_password, login, logout, master_address
 from determined.client._models import ModelsClient
+from determined.client._notebooks import NotebooksClient
 from determined.client._routes import ROUTES, Route
 from determined.client._session import Session
 from determined.client._tasks import CommandsClient, TasksClient
@@ -51,6 +52,7 @@ __all__ = [
     "MasterNotFoundError",
     "ModelsClient",
     "NotFoundError",
+    "NotebooksClient",
     "Route",
     "Session",
     "TasksClient",

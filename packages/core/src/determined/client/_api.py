@@ -6,6 +6,7 @@ from determined.client._checkpoints import CheckpointsClient
 from determined.client._cluster import ClusterClient, MasterInfoClient
 from determined.client._experiments import ExperimentsClient
 from determined.client._models import ModelsClient
+from determined.client._notebooks import NotebooksClient
 from determined.client._session import Session
 from determined.client._tasks import CommandsClient, TasksClient
 from determined.client._tensorboards import TensorboardsClient
@@ -35,6 +36,7 @@ class Client:
         self.tasks = TasksClient(session)
         self.commands = CommandsClient(session)
         self.tensorboards = TensorboardsClient(session)
+        self.notebooks = NotebooksClient(session)
 
     def __repr__(self) -> str:
         return f"Client({self.session.master_url!r})"

@@ -312,3 +312,12 @@ TENSORBOARD_GET = _route("tensorboards.get", "GET", "/api/v1/tensorboards/{tenso
 TENSORBOARD_KILL = _route(
     "tensorboards.kill", "POST", "/api/v1/tensorboards/{tensorboard_id}/kill", True
 )
+
+# ---- notebooks ------------------------------------------------------------------------------------
+NOTEBOOKS_LIST = _route("notebooks.list", "GET", "/api/v1/notebooks")
+NOTEBOOK_LAUNCH = _route("notebooks.launch", "POST", "/api/v1/notebooks", False)
+NOTEBOOK_GET = _route("notebooks.get", "GET", "/api/v1/notebooks/{notebook_id}")
+NOTEBOOK_KILL = _route("notebooks.kill", "POST", "/api/v1/notebooks/{notebook_id}/kill", True)
+NOTEBOOK_REPORT_IDLE = _route(
+    "notebooks.report_idle", "PUT", "/api/v1/notebooks/{notebook_id}/report_idle", True
+)

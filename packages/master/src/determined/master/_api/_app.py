@@ -298,9 +298,10 @@ def create_app(master: Master) -> FastAPI:
     app.include_router(_unmanaged.router)
     app.include_router(_trial_sources.router)
     app.include_router(_cluster.router)
-    from determined.master._api import _commands, _proxy
+    from determined.master._api import _commands, _notebooks, _proxy
 
     app.include_router(_commands.router)
+    app.include_router(_notebooks.router)
     app.include_router(_proxy.router)
     ui.install(app)  # the web UI: /, /login, /experiments, ..., /ui/...; never under /api/v1
 

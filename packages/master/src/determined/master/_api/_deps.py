@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from determined.master._core._log_settings import LogSettings
     from determined.master._core._metrics_writer import MetricsWriter
     from determined.master._core._model_registry import ModelRegistry
+    from determined.master._core._notebooks import Notebooks
     from determined.master._core._searcher_ops import SearcherOperations
     from determined.master._core._tasks import Tasks
     from determined.master._core._tensorboards import Tensorboards
@@ -117,6 +118,11 @@ def resource_usage_of(request: Request) -> ResourceUsage:
 def log_settings_of(request: Request) -> LogSettings:
     """The master's log level and colour."""
     return master_of(request).manager.log_settings
+
+
+def notebooks_of(request: Request) -> Notebooks:
+    """The notebooks service: JupyterLab tasks."""
+    return master_of(request).manager.notebooks
 
 
 def tensorboards_of(request: Request) -> Tensorboards:

@@ -21,6 +21,7 @@
     LogSettings         the master's log level and colour, changed at run time
     Tasks               commands, TensorBoards, notebooks and shells (placed by the RM like trials)
     Tensorboards        TensorBoard tasks over trials' event files; experiments' TensorBoard files
+    Notebooks           JupyterLab tasks behind the proxy; Jupyter's activity for their idle timeout
 
 Each service gets only the services it uses; the REST routes use ``experiments``,
 ``searcher_operations``, ``trial_records``, ``accounts``, ``allocations`` and ``metrics_writer``.
@@ -43,6 +44,7 @@ from determined.master._core._lifecycle import Lifecycle
 from determined.master._core._log_settings import LogSettings
 from determined.master._core._metrics_writer import MetricsWriter
 from determined.master._core._model_registry import ModelRegistry
+from determined.master._core._notebooks import Notebooks
 from determined.master._core._recovery import recover
 from determined.master._core._searcher_ops import SearcherOperations
 from determined.master._core._searcher_state import SearcherStates
@@ -100,6 +102,7 @@ class Manager:
         self.events.tasks = self.tasks
         local = type(rm).__name__ == "LocalResourceManager"  # else the proxy reaches another host
         self.tensorboards = Tensorboards(db, self.tasks, "127.0.0.1" if local else "0.0.0.0")
+        self.notebooks = Notebooks(self.tasks, "127.0.0.1" if local else "0.0.0.0")
         self._metrics_writer: MetricsWriter | None = None
         self._metrics_writer_lock = threading.Lock()
 
@@ -150,6 +153,7 @@ class Manager:
         self.events.stop()
         self.allocations.close()
         self.unmanaged.stop_watchdog()
+        self.notebooks.close()
         self.tasks.close()
 
     def _start_gc(self, exp_id: int) -> None:

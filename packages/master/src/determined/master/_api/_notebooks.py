@@ -1,0 +1,131 @@
+"""Notebook routes: upstream's ``/api/v1/notebooks`` (launch, list, get, kill, report_idle)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy import select
+
+from determined.master._api._deps import (
+    Principal,
+    authenticate,
+    int_param,
+    json_body,
+    master_of,
+    notebooks_of,
+)
+from determined.master._core._context import ContextError, pack_files
+from determined.master._core._notebooks import NotebookLaunch, notebook_config, service_address
+from determined.master._core._task_records import ntsc_json
+from determined.master._wire import APIError, get, pagination
+from determined.master.db import User
+
+if TYPE_CHECKING:
+    from determined.master._core._tasks import TaskView
+
+router = APIRouter(tags=["Notebooks"])
+
+SORT_KEYS = {
+    "SORT_BY_UNSPECIFIED": lambda n: n["id"],
+    "SORT_BY_ID": lambda n: n["id"],
+    "SORT_BY_DESCRIPTION": lambda n: n["description"],
+    "SORT_BY_START_TIME": lambda n: n["startTime"],
+    "SORT_BY_WORKSPACE_ID": lambda n: n["workspaceId"],
+}
+
+
+def notebook_json(view: TaskView) -> dict[str, Any]:
+    """Upstream's ``Notebook`` message."""
+    return {**ntsc_json(view), "serviceAddress": service_address(view)}
+
+
+@router.post("/api/v1/notebooks")
+def launch_notebook(
+    request: Request,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Start JupyterLab with the uploaded ``files`` as its working directory; answers
+    ``notebook``, ``config``, ``warnings`` (``preview``: only the config it would run with)."""
+    config = get(body, "config") or {}
+    if not isinstance(config, dict):
+        raise APIError(400, "config: must be an object")
+    if get(body, "template_name"):
+        raise APIError(400, "templateName: det has no config templates")
+    files = get(body, "files") or []
+    if not isinstance(files, list):
+        raise APIError(400, "files: must be a list of files")
+    if get(body, "preview"):
+        return {"notebook": None, "config": notebook_config(config), "warnings": []}
+    try:
+        context = pack_files(files)
+    except ContextError as exc:
+        raise APIError(400, f"files: {exc}") from None
+    launch = NotebookLaunch(config=config, context=context)
+    view = notebooks_of(request).launch(principal.user, launch)
+    return {"notebook": notebook_json(view), "config": view.config, "warnings": []}
+
+
+@router.get("/api/v1/notebooks")
+def get_notebooks(request: Request, principal: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """Notebooks (filters ``users``/``userIds``, ``sortBy``, ``orderBy``, ``offset``, ``limit``),
+    with ``pagination``."""
+    q = request.query_params
+    owner_ids = [int(int_param(x, "userIds") or 0) for x in q.getlist("userIds")]
+    names = q.getlist("users")
+    if names:
+        with master_of(request).db.read() as session:
+            owner_ids += list(session.scalars(select(User.id).where(User.username.in_(names))))
+        if not owner_ids:
+            return {"notebooks": [], "pagination": pagination(0, 0, 0, 0)}
+    sort_by = q.get("sortBy") or "SORT_BY_ID"
+    if sort_by not in SORT_KEYS:
+        raise APIError(400, f"sortBy: must be one of {', '.join(SORT_KEYS)}")
+    order = q.get("orderBy") or "ORDER_BY_ASC"
+    if order not in ("ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC"):
+        raise APIError(400, "orderBy: must be ORDER_BY_ASC or ORDER_BY_DESC")
+    offset = int_param(q.get("offset"), "offset", 0) or 0
+    limit = int_param(q.get("limit"), "limit", 0) or 0
+    if limit < 0:
+        raise APIError(400, "limit: must be >= 0")
+    rows = [notebook_json(v) for v in notebooks_of(request).list(owner_ids or None)]
+    rows.sort(key=SORT_KEYS[sort_by], reverse=order == "ORDER_BY_DESC")
+    total = len(rows)
+    if offset < 0:
+        offset = max(total + offset, 0)
+    page = rows[offset : offset + limit] if limit else rows[offset:]
+    return {"notebooks": page, "pagination": pagination(offset, limit, len(page), total)}
+
+
+@router.get("/api/v1/notebooks/{notebook_id}")
+def get_notebook(
+    request: Request, notebook_id: str, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """One notebook: ``notebook`` and its ``config``."""
+    view = notebooks_of(request).get(notebook_id)
+    return {"notebook": notebook_json(view), "config": view.config}
+
+
+@router.post("/api/v1/notebooks/{notebook_id}/kill")
+def kill_notebook(
+    request: Request, notebook_id: str, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Stop a notebook (its owner or an admin)."""
+    view = notebooks_of(request).kill(notebook_id, principal.user)
+    return {"notebook": notebook_json(view)}
+
+
+@router.put("/api/v1/notebooks/{notebook_id}/report_idle")
+def report_notebook_idle(
+    request: Request,
+    notebook_id: str,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """A notebook says whether it is idle; ``idle: false`` defers its idle timeout."""
+    idle = get(body, "idle")
+    if not isinstance(idle, bool):
+        raise APIError(400, "idle: must be a boolean")
+    notebooks_of(request).report_idle(notebook_id, idle, principal.user)
+    return {}
