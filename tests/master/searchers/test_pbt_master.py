@@ -198,7 +198,7 @@ def _check_web_ui(url: str, exp_id: int, copies: list[dict[str, Any]]) -> None:
     """The experiment's hyperparameter views show each copy's parent (PBT's lineage)."""
     web = _web(url)
     page = web.get(f"{url}/experiments/{exp_id}", timeout=30)
-    assert page.status_code == 200
+    assert page.status_code == 200 and ">Parent</th>" in page.text
     view = web.get(f"{url}/ui/api/experiments/{exp_id}/hparams", timeout=30).json()
     parents = {t["id"]: t["parent"] for t in view["trials"]}
     assert len(parents) == 6 and list(parents.values())[:4] == [None] * 4
@@ -207,6 +207,7 @@ def _check_web_ui(url: str, exp_id: int, copies: list[dict[str, Any]]) -> None:
         assert parent is not None and parent < copy["id"]
         html = web.get(f"{url}/trials/{copy['id']}", timeout=30).text
         assert f'Warm-started from <a href="/trials/{parent}">trial {parent}</a>' in html
+        assert f'<td class="num"><a href="/trials/{parent}">{parent}</a></td>' in page.text
         assert "population-based training copy" in html
     first = web.get(f"{url}/trials/1", timeout=30).text
     assert "Warm-started" not in first
@@ -252,7 +253,8 @@ def test_web_ui_renders_an_optuna_search(sqlite_master: Any) -> None:
         trial_ids = [r.id for r in session.query(Run).filter(Run.experiment_id == exp_id)]
     url = str(sqlite_master.url)
     web = _web(url)
-    assert web.get(f"{url}/experiments/{exp_id}", timeout=30).status_code == 200
+    page = web.get(f"{url}/experiments/{exp_id}", timeout=30)
+    assert page.status_code == 200 and ">Parent</th>" not in page.text
     view = web.get(f"{url}/ui/api/experiments/{exp_id}/hparams", timeout=30).json()
     assert view["hparams"] == ["lr"] and view["metric"] == "loss"
     assert [t["parent"] for t in view["trials"]] == [None, None]
