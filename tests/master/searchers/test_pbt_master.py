@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 import requests
+import yaml
+from cli.harness import Det
 from webui._site import login_token
 
 from determined.master.db import Experiment, Run, User, utcnow
@@ -261,3 +263,40 @@ def test_web_ui_renders_an_optuna_search(sqlite_master: Any) -> None:
     for trial_id in trial_ids:
         page = web.get(f"{url}/trials/{trial_id}", timeout=30)
         assert page.status_code == 200 and "Warm-started" not in page.text
+
+
+def test_det_preview_search_shows_pbt_and_optuna_bounds(
+    sqlite_master: Any,
+    tmp_path: pathlib.Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("DET_USER", "DET_PASS", "DET_USER_TOKEN", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DET_MASTER", str(sqlite_master.url))
+    monkeypatch.setenv("DET_CONFIG_DIR", str(tmp_path / "det-config"))
+    det = Det(str(sqlite_master.url), tmp_path / "det-config", capsys)
+    pbt = tmp_path / "pbt.yaml"
+    pbt.write_text(yaml.safe_dump(dict(CONFIG, entrypoint="python3 train.py")))
+    out = det.ok("preview-search", str(pbt))
+    assert "name: pbt" in out
+    # 4 members up to 3 rounds of 2 batches, then one copy per later round
+    rows = re.findall(r"^\s*(\d+) \| train for up to (\d+) batches", out, re.M)
+    assert rows == [("4", "6"), ("1", "4"), ("1", "2")], out
+    optuna = tmp_path / "optuna.yaml"
+    searcher = {
+        "name": "optuna",
+        "sampler": "tpe",
+        "metric": "loss",
+        "max_trials": 64,
+        "time_metric": "batches",
+        "max_time": 100,
+        "pruner": {"type": "asha", "divisor": 4, "max_rungs": 3},
+    }
+    optuna.write_text(
+        yaml.safe_dump(dict(CONFIG, entrypoint="python3 train.py", searcher=searcher))
+    )
+    out = det.ok("preview-search", str(optuna))
+    assert re.findall(r"^\s*(\d+) \| train for up to (\d+) batches", out, re.M) == [
+        ("64", "100")
+    ], out

@@ -60,6 +60,8 @@ def _render_search_summary(answer: dict[str, Any]) -> str:
         unit = item.get("unit") or {}
         if unit.get("maxLength"):
             text = "train to completion"
+        elif unit.get("upTo"):  # pbt, plugin searchers: the search decides how far
+            text = f"train for up to {unit.get('value')} {unit.get('name')}"
         else:
             text = f"train for {unit.get('value')} {unit.get('name')}"
         rows.append([item.get("count"), text])
