@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 from cli.harness import DET, Det
-from tasks.conftest import command_state, log_text, wait_command, wait_for
+from tasks.conftest import log_text, wait_command, wait_for
 
 from determined.client import APIError, Client, ForbiddenError, NotFoundError
 
@@ -62,11 +62,13 @@ def test_env_startup_hook_and_context_reach_the_command(
 def test_detach_list_logs_follow_and_kill(det: Det, user: Client, admin: Client) -> None:
     command_id = det.ok("cmd", "run", "-d", "echo started; sleep 120").strip()
     wait_for(lambda: "started" in log_text(user.session, command_id), "the command's first line")
-    assert command_state(user, command_id) == "STATE_RUNNING"
+    wait_command(user, command_id, "STATE_RUNNING")  # its start may be recorded after its output
     assert command_id in det.ok("cmd", "list", "-q").split()
     assert command_id in det.ok("cmd", "list", "-q", "-a").split()
     listed = det.ok("task", "list")
     assert command_id in listed and "Command (echo started; sleep 120)" in listed
+    jobs = det.ok("job", "list")
+    assert "TYPE_COMMAND" in jobs and "Command (echo started; sleep 120)" in jobs
     summary = user.tasks.get(command_id)["task"]
     assert summary["taskType"] == "TASK_TYPE_COMMAND"
     assert summary["allocations"][0]["state"] == "STATE_RUNNING"

@@ -131,6 +131,7 @@ class ClusterView:
                 .where(Experiment.job_id.in_(ids))
             ).all()
         found = {exp.job_id: (exp, username) for exp, username in rows}
+        self._describe_tasks([job for job in jobs if job.job_id.startswith("task-")])
         for job in jobs:
             if job.job_id not in found:
                 continue
@@ -142,6 +143,30 @@ class ClusterView:
             job.user_id = exp.owner_id
             job.submission_time = exp.start_time
             job.progress = exp.progress
+
+    def _describe_tasks(self, jobs: list[Job]) -> None:
+        """Commands, notebooks, TensorBoards and shells: job ``task-<task id>``."""
+        if not jobs:
+            return
+        from determined.master.db import NtscTask
+
+        ids = [job.job_id[len("task-") :] for job in jobs]
+        with self._db.read() as session:
+            rows = session.execute(
+                select(NtscTask, User.username)
+                .join(User, User.id == NtscTask.owner_id, isouter=True)
+                .where(NtscTask.task_id.in_(ids))
+            ).all()
+        found = {f"task-{task.task_id}": (task, username) for task, username in rows}
+        for job in jobs:
+            if job.job_id in found:
+                task, username = found[job.job_id]
+                job.type = f"TYPE_{task.kind}"
+                job.entity_id = task.task_id
+                job.name = task.description
+                job.username = username or ""
+                job.user_id = task.owner_id
+                job.submission_time = task.start_time
 
     def experiment_of_job(self, job_id: str) -> int:
         """The experiment whose job ``job_id`` is (404 when no experiment has it)."""
