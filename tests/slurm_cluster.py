@@ -185,22 +185,42 @@ class SlurmCluster:
             f"job {job_id} is {state}, not {sorted(wanted)} after {timeout}s\n{self.logs_tail()}"
         )
 
+    def node_info(self) -> dict[str, str]:
+        """``scontrol show node``'s fields of the node (``State``, ``CPUAlloc``, ``CPUTot``...)."""
+        out = self.run("scontrol", "show", "node", self.node, "-o").stdout
+        return dict(f.split("=", 1) for f in out.split() if "=" in f)
+
     def node_state(self) -> str:
-        """The node's state as sinfo reports it (``idle``, ``mixed``, ``allocated``...)."""
-        # one line per partition the node is in, all the same
-        out = self.run("sinfo", "-h", "-N", "-n", self.node, "-o", "%T").stdout.split()
-        return out[0] if out else "unknown"
+        """The node's state as slurmctld has it (``IDLE``, ``MIXED``, ``ALLOCATED``, with flags
+        such as ``+COMPLETING`` or ``+DRAIN``)."""
+        return self.node_info().get("State", "UNKNOWN")
 
     def wait_idle(self, timeout: float = 60) -> None:
-        """Poll until no job is pending or running and the node is idle."""
+        """Poll until no job is pending or running and no CPU of the node is allocated.
+
+        (``scontrol``'s ``CPUAlloc``, not sinfo's state: sinfo can show a node ``mixed`` for
+        a while after a job was cancelled just as it started, with every CPU already free.)
+        """
         deadline = time.monotonic() + timeout
+        active: dict[str, str] = {}
+        node: dict[str, str] = {}
         while time.monotonic() < deadline:
             self._check_alive()
-            active = [s for s in self.job_states().values() if s not in FINAL_STATES]
-            if not active and self.node_state().rstrip("*") == "idle":
+            active = {i: s for i, s in self.job_states().items() if s not in FINAL_STATES}
+            node = self.node_info()
+            state = node.get("State", "")
+            if (
+                not active
+                and node.get("CPUAlloc") == "0"
+                and state.split("+")[0] in ("IDLE", "MIXED")
+                and "COMPLETING" not in state
+            ):
                 return
             time.sleep(0.2)
-        raise SlurmClusterError(f"cluster not idle after {timeout}s\n{self.logs_tail()}")
+        raise SlurmClusterError(
+            f"cluster not idle after {timeout}s (node {node.get('State')} CPUAlloc "
+            f"{node.get('CPUAlloc')}, jobs {active})\n{self.logs_tail()}"
+        )
 
     def cancel_all(self, timeout: float = 60) -> None:
         """Cancel every job of the cluster and wait until the node is idle again."""
