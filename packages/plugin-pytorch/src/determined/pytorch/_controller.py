@@ -272,6 +272,7 @@ class PyTorchTrialController(PeriodSteps):
         except ShouldExit as exc:
             if not exc.skip_exit_checkpoint and not self.checkpoint_is_current():
                 self.save_checkpoint(already_exiting=True)
+            self._upload_final_tensorboard()
         except det.InvalidHP:
             if not self.checkpoint_is_current():
                 self.save_checkpoint(already_exiting=True)
@@ -301,6 +302,13 @@ class PyTorchTrialController(PeriodSteps):
             self.validate()
         if not self.checkpoint_is_current():
             self.save_checkpoint(already_exiting=False)
+        self._upload_final_tensorboard()
+
+    def _upload_final_tensorboard(self) -> None:
+        """Upload what the writer holds once more: the loop uploads after each of its boundaries,
+        not after the validation and checkpoint that end (or stop) training."""
+        if self.context._enable_tensorboard_logging and self.context._tbd_writer is not None:
+            self._upload_tensorboard()
 
     def train_until_boundary(self) -> list[str]:
         """Train batches until a period boundary; return the boundaries that fired
