@@ -34,6 +34,10 @@ from determined.master._core._task_watch import TaskWatchdog
 from determined.master._wire import APIError
 from determined.master.db import Allocation, Database, NtscTask, Task, User, UserSession, utcnow
 
+__all__ = ["KINDS", "LiveTask", "TaskSpec", "TaskView", "Tasks"]
+"""``TaskSpec`` and ``TaskView`` (from ``_task_records``) are re-exported: services of other kinds of
+task (TensorBoards, notebooks) import what they need from here."""
+
 
 class Tasks:
     """Start, describe and kill tasks beyond trials (one instance per master).
