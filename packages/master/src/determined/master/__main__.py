@@ -37,6 +37,12 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="run trials on this Ray cluster ('auto', HOST:PORT or ray://HOST:10001)",
     )
+    up.add_argument(
+        "--slurm",
+        action="store_true",
+        default=None,
+        help="submit trials as jobs to the Slurm cluster of this (login) node (docs/slurm.md)",
+    )
     up.add_argument("--daemon", action="store_true", help="run in the background (pid + log file)")
     down = sub.add_parser("down", help="stop a master started with --daemon")
     down.add_argument("--data-dir", default=None)
@@ -57,6 +63,7 @@ def _config(args: argparse.Namespace) -> MasterConfig:
             "initial_admin_password",
             "cluster_name",
             "ray_address",
+            "slurm",
         )
     }
     if args.config_file:

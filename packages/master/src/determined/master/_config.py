@@ -35,6 +35,9 @@ class MasterConfig:
         resource_manager: the ``resource_manager`` section handed to the RM hook.
         ray_address: shorthand for ``resource_manager: {type: ray, address: ...}`` (a Ray cluster's
             address, ``auto`` or ``ray://HOST:10001``); merged over ``resource_manager``.
+        slurm: shorthand for ``resource_manager: {type: slurm}`` (submit trials to the Slurm
+            cluster this machine is a login node of); the section's other settings are kept when
+            it is already ``type: slurm``.
     """
 
     host: str = "127.0.0.1"
@@ -47,6 +50,7 @@ class MasterConfig:
     cluster_name: str = ""
     resource_manager: dict[str, Any] | None = None
     ray_address: str | None = None
+    slurm: bool = False
 
     def resolved_data_dir(self) -> pathlib.Path:
         """The data directory, created if missing."""
@@ -74,6 +78,8 @@ class MasterConfig:
             if rm.get("type", "local") != "ray":
                 rm = {}
             rm.update({"type": "ray", "address": self.ray_address})
+        if self.slurm and rm.get("type", "local") != "slurm":
+            rm = {"type": "slurm"}
         if self.slots is not None and rm.get("type", "local") == "local":
             rm.setdefault("slots", self.slots)
         return rm

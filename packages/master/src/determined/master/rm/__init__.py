@@ -64,11 +64,13 @@ def _plugin_manager() -> Any:
     from determined.master import _plugin as _master_plugin
     from determined.master.rm import _plugin
     from determined.master.rm.ray import _plugin as _ray_plugin
+    from determined.master.rm.slurm import _plugin as _slurm_plugin
 
     with _setup_lock:
         plugins.register(_master_plugin, name="master")
         plugins.register(_plugin, name="determined.master.rm._plugin")
         plugins.register(_ray_plugin, name="determined.master.rm.ray._plugin")
+        plugins.register(_slurm_plugin, name="determined.master.rm.slurm._plugin")
     return plugins.get_plugin_manager()
 
 
