@@ -211,8 +211,8 @@ CREATE = Cmd(
                 dest="test_mode",
                 action="store_true",
                 help="test the experiment configuration and model definition with a very small "
-                "experiment: one trial trains (one batch where the config sets the length), "
-                "validates and checkpoints, then restarts from its checkpoint; the test "
+                "experiment: one trial trains (one batch where the config sets the searcher's "
+                "length), validates and checkpoints, then restarts from its checkpoint; the test "
                 "experiment is archived when it passes",
             ),
         ),

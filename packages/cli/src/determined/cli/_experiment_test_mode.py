@@ -7,10 +7,11 @@ finished test trial from its latest checkpoint (the master restarts the trial wi
 as ``latest_checkpoint``, as after a pause), and the test passes only if the restarted trial ends
 normally. A trial whose checkpoint cannot be loaded fails the test with the trial's last log lines.
 
-What is shortened: a Trial class (``model_def:Trial``) and a Core API script that follows
-``core.searcher.operations()`` train for the searcher's ``max_length``, which the test config sets
-to one batch. A script that sets its own length (``Trainer.fit(max_length=...)``, ``--epochs``)
-trains that long; shorten it with ``--config entrypoint=...``.
+What is shortened: where the config sets a searcher length (``max_length``, or ASHA's
+``max_time``), the test's is one batch (``max_length: {batches: 1}``, as upstream's). Trial
+classes (``model_def:Trial``) and Core API scripts that follow ``core.searcher.operations()`` train
+for that length. A script that sets its own length (``Trainer.fit(max_length=...)``, ``--epochs``,
+Lightning's ``max_steps``) trains that long; shorten it with ``--config entrypoint=...``.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ LOG_TAIL = 40
 
 def make_test_config(config: dict[str, Any]) -> dict[str, Any]:
     """The test experiment's config: one trial (``searcher: single``), a length of one batch where
-    the config sets the length, a validation after every batch, no restarts, and at least the
+    the config sets a length, a validation after every batch, no restarts, and at least the
     latest checkpoint kept (the restore stage needs it)."""
     test = copy.deepcopy(config)
     description = test.get("description") or test.get("name") or "experiment"
@@ -49,6 +50,9 @@ def make_test_config(config: dict[str, Any]) -> dict[str, Any]:
     if "smaller_is_better" in searcher:
         single["smaller_is_better"] = searcher["smaller_is_better"]
     if searcher.get("max_length") is not None or searcher.get("max_time") is not None:
+        # Where the config sets a length, the test's is one batch. (Not otherwise: a script
+        # that validates every N batches, e.g. with Lightning or Hugging Face's Trainer, would
+        # then end before its first validation and fail to report its searcher metric.)
         single["max_length"] = {"batches": 1}
     test["searcher"] = {k: v for k, v in single.items() if v is not None}
     test["scheduling_unit"] = 1
