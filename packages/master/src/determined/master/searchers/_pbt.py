@@ -147,7 +147,9 @@ def explore(
     for name in sorted(spec):
         hp, where = spec[name], f"{path}.{name}" if path else name
         if isinstance(hp, Mapping) and "type" not in hp:
-            inner = old.get(name) if isinstance(old.get(name), Mapping) else {}
+            inner = old.get(name)
+            if not isinstance(inner, Mapping):
+                inner = {}
             out[name] = explore(hp, inner, rng, resample_probability, perturb_factor, where)
             continue
         if name not in old or rng.random_sample() < resample_probability:
