@@ -107,9 +107,19 @@ def test_trial_ids_and_bad_requests(site: Any) -> None:
         )
         assert answer.status_code == status, (body, answer.text)
         assert field in answer.text, (body, answer.text)
-    by_filter = api.post("/api/v1/tensorboards", {"filters": {"name": "tb-keras"}})["tensorboard"]
+    body = {"filters": {"name": "tb-keras"}, "config": {"idle_timeout": "1s"}}
+    by_filter = api.post("/api/v1/tensorboards", body)["tensorboard"]
     assert by_filter["experimentIds"] == [site.experiments["keras"]]
-    api.post(f"/api/v1/tensorboards/{by_filter['id']}/kill")
+    ended = api.wait_for(
+        lambda: (
+            (tb := api.get(f"/api/v1/tensorboards/{by_filter['id']}")["tensorboard"])["state"]
+            == "STATE_TERMINATED"
+            and tb
+        ),
+        120,
+        "the idle TensorBoard to stop",
+    )
+    assert "idle timeout" in ended["exitStatus"]
     missing = requests.get(
         f"{site.url}/api/v1/tensorboards/not-a-tensorboard",
         headers={"Authorization": f"Bearer {session.token}"},

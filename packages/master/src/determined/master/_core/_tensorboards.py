@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import select
 
 from determined.core import plugins
+from determined.master._core._task_records import parse_duration
 from determined.master._core._tasks import Tasks, TaskSpec, TaskView
 from determined.master._wire import APIError, get
 from determined.master.db import Database, Experiment, Run, User
@@ -32,6 +33,9 @@ MAX_TRIALS = 100
 """Upstream's limit on the trials named in one launch."""
 SYNC_INTERVAL = 2.0
 """Seconds between the task's syncs of new event files (and TensorBoard's reloads)."""
+IDLE_TIMEOUT = 300.0
+"""Seconds without proxied traffic before a TensorBoard stops, unless its config says
+``idle_timeout`` (upstream's master default ``tensorboard_timeout``)."""
 
 _STATE_NAMES = {
     "ACTIVE",
@@ -117,6 +121,7 @@ class Tensorboards:
             context=launch.context,
             env={SPEC_ENV: json.dumps({"sources": sources})},
             slots=0,
+            idle_timeout=parse_duration(config.get("idle_timeout"), "idle_timeout") or IDLE_TIMEOUT,
             proxied=True,
             extra={
                 "experimentIds": sorted(experiment_ids),
