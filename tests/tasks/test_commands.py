@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 from cli.harness import DET, Det
-from tasks.conftest import log_text, wait_command, wait_for
+from tasks.conftest import command_state, log_text, wait_command, wait_for
 
 from determined.client import APIError, Client, ForbiddenError, NotFoundError
 
@@ -128,7 +128,24 @@ def test_bad_requests_name_the_field(user: Client, body: dict, field: str) -> No
     assert field in str(info.value)
 
 
+def test_kill_a_queued_command(user: Client) -> None:
+    holder = user.commands.launch({"entrypoint": "sleep 120", "resources": {"slots": 4}})
+    holder_id = holder["command"]["id"]
+    wait_command(user, holder_id, "STATE_RUNNING")
+    queued = user.commands.launch({"entrypoint": "echo never", "resources": {"slots": 1}})
+    queued_id = queued["command"]["id"]
+    assert command_state(user, queued_id) == "STATE_QUEUED"
+    user.commands.kill(queued_id)
+    assert wait_command(user, queued_id) == "STATE_TERMINATED"
+    assert "never" not in log_text(user.session, queued_id).splitlines()
+    user.commands.kill(holder_id)
+    assert wait_command(user, holder_id) == "STATE_TERMINATED"
+    assert user.commands.get(holder_id)["command"]["exitStatus"] == "killed by the user"
+
+
 def test_unknown_ids_are_404(user: Client, det: Det) -> None:
+    with pytest.raises(NotFoundError):
+        user.tasks.get("no-such-task")
     with pytest.raises(NotFoundError):
         user.commands.get("00000000-0000-4000-8000-000000000000")
     with pytest.raises(NotFoundError):

@@ -2,8 +2,8 @@
 
 One daemon thread looks at every live task a few times a second:
 - a proxied task that runs but is not ready yet becomes ready once its port accepts a connection;
-- a task with an idle timeout that saw no proxied request for that long is stopped (its exit status
-  says so);
+- a proxied task with an idle timeout that saw no request for that long is stopped (its exit
+  status says so; a task that serves nothing has no traffic to measure, so no idle timeout);
 - a task that was sent SIGTERM and still runs after the grace period gets SIGKILL.
 Idle time counts from the later of the task's start and its last proxied request or WebSocket
 message (``Tasks.touch``).
@@ -76,6 +76,7 @@ class TaskWatchdog:
             if port_open(task.address or "127.0.0.1", task.port):
                 self._tasks.mark_ready(task.task_id)
             return
-        if task.idle_timeout is not None and now - task.last_activity > task.idle_timeout:
+        idle = task.idle_timeout
+        if task.proxied and idle is not None and now - task.last_activity > idle:
             seconds = f"{task.idle_timeout:g}"
             self._tasks.stop(task.task_id, f"killed after idle timeout of {seconds}s")
