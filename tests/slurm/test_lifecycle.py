@@ -1,0 +1,118 @@
+"""A trial's life on the slurm RM: pause and resume, and a job cancelled from outside det.
+
+A real master on the session's Slurm cluster (``slurm_master``) runs ``trials/steps.py``, a Core
+API trial of 40 short steps that checkpoints every 5 and resumes from its latest checkpoint.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from e2e.harness import MasterAPI
+from slurm_cluster import FINAL_STATES, SlurmCluster
+
+pytestmark = pytest.mark.slow
+
+TRIALS = pathlib.Path(__file__).resolve().parent / "trials"
+TIMEOUT = 240
+CONFIG = {
+    "entrypoint": "python3 steps.py",
+    "resources": {"slots_per_trial": 1},
+    "searcher": {"name": "single", "metric": "validation_loss", "max_length": 40},
+    "max_restarts": 2,
+}
+
+
+def _det_jobs(slurm: SlurmCluster) -> dict[str, tuple[str, str]]:
+    """det's Slurm jobs (name ``det-<allocation id>``): job id → (name, state)."""
+    out = slurm.run("squeue", "-h", "-t", "all", "-o", "%i|%j|%T").stdout
+    jobs = {}
+    for line in out.splitlines():
+        job_id, name, state = line.split("|")
+        if name.startswith("det-"):
+            jobs[job_id] = (name, state)
+    return jobs
+
+
+def _running_job(api: MasterAPI, slurm: SlurmCluster) -> str:
+    def running() -> str | None:
+        ids = [i for i, (_, state) in _det_jobs(slurm).items() if state == "RUNNING"]
+        return ids[0] if len(ids) == 1 else None
+
+    return str(api.wait_for(running, 60, "det's job RUNNING in Slurm"))
+
+
+def _checkpointed(api: MasterAPI, trial_id: int, at_least: int = 1) -> None:
+    api.wait_for(
+        lambda: len(api.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"]) >= at_least,
+        TIMEOUT,
+        f"{at_least} checkpoint(s) of trial {trial_id}",
+    )
+
+
+def _resumed_step(logs: str) -> int:
+    found = re.search(r"resumed from checkpoint \S+ at step (\d+)", logs)
+    assert found, logs
+    return int(found.group(1))
+
+
+def test_job_scancelled_from_outside_restarts_from_checkpoint(
+    slurm_master: Callable[..., Any], slurm: SlurmCluster
+) -> None:
+    api = MasterAPI(slurm_master().url)
+    exp = api.create_experiment({**CONFIG, "name": "scancel-me"}, TRIALS)
+    trial_id = api.wait_for(lambda: [t["id"] for t in api.trials(exp)], 60, "the trial")[0]
+    job_id = _running_job(api, slurm)
+    _checkpointed(api, trial_id)
+
+    slurm.run("scancel", job_id)  # an admin, a time limit or a node failure: not det's doing
+    assert slurm.wait_for_job(job_id, FINAL_STATES) == "CANCELLED"
+
+    assert api.wait_experiment(exp, timeout=TIMEOUT) == "STATE_COMPLETED", api.debug(exp)
+    (trial,) = api.trials(exp)
+    assert trial["state"] == "STATE_COMPLETED", api.debug(exp)
+    assert trial["restarts"] == 1, api.debug(exp)
+    logs = "\n".join(api.logs(trial_id))
+    assert f"Slurm job {job_id}" in logs, logs  # the master says why the trial restarted
+    assert _resumed_step(logs) >= 5
+    assert api.steps(api.metrics(trial_id, "training"))[-1] == 40
+    jobs = _det_jobs(slurm)
+    assert len(jobs) == 2 and jobs[job_id][1] == "CANCELLED", jobs  # the restart was a new job
+
+
+def test_pause_ends_the_job_and_activate_resumes_from_checkpoint(
+    slurm_master: Callable[..., Any], slurm: SlurmCluster
+) -> None:
+    api = MasterAPI(slurm_master().url)
+    # 80 steps (20 s): the pause lands long before the trial could finish on a loaded machine
+    config = {**CONFIG, "name": "pause-me", "hyperparameters": {"steps": 80}}
+    exp = api.create_experiment(config, TRIALS)
+    trial_id = api.wait_for(lambda: [t["id"] for t in api.trials(exp)], 60, "the trial")[0]
+    job_id = _running_job(api, slurm)
+    _checkpointed(api, trial_id)
+
+    api.post(f"/api/v1/experiments/{exp}/pause")
+    assert api.wait_experiment(exp, {"STATE_PAUSED"}, timeout=60) == "STATE_PAUSED"
+    # the trial saw the preemption (scancel --signal=TERM), checkpointed and exited with code 0;
+    # its job ended (COMPLETED, or CANCELLED when the master's clean-up scancel beat the batch
+    # helper's own last step)
+    api.wait_exited(trial_id)
+    assert slurm.wait_for_job(job_id, FINAL_STATES, timeout=120) in ("COMPLETED", "CANCELLED")
+    paused_at = len(api.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"])
+    assert not [j for j, (_, s) in _det_jobs(slurm).items() if s not in FINAL_STATES]
+
+    api.post(f"/api/v1/experiments/{exp}/activate")
+    assert api.wait_experiment(exp, timeout=TIMEOUT) == "STATE_COMPLETED", api.debug(exp)
+    (trial,) = api.trials(exp)
+    assert trial["restarts"] == 0, api.debug(exp)  # a pause is not a failure
+    logs = "\n".join(api.logs(trial_id))
+    assert "preempted at step" in logs, logs
+    assert _resumed_step(logs) >= 5
+    steps = api.steps(api.metrics(trial_id, "training"))
+    assert steps[-1] == 80 and steps == sorted(set(steps)), steps  # no step trained twice
+    assert len(api.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"]) > paused_at
+    assert len(_det_jobs(slurm)) == 2  # one job before the pause, one after
