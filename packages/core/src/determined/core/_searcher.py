@@ -241,7 +241,8 @@ class SearcherContext:
 
 
 def parse_max_length(searcher: dict[str, Any]) -> tuple[int | None, Unit | None]:
-    """The operation length from a searcher config: ``max_length`` (int or ``{unit: n}``) or ``max_time``."""
+    """The operation length from a searcher config: ``max_length`` (int or ``{unit: n}``),
+    ``max_time``, or pbt's ``length_per_round`` times ``num_rounds``."""
     max_length = searcher.get("max_length")
     if isinstance(max_length, dict) and len(max_length) == 1:
         ((unit, value),) = max_length.items()
@@ -255,4 +256,13 @@ def parse_max_length(searcher: dict[str, Any]) -> tuple[int | None, Unit | None]
     if isinstance(max_time, int) and not isinstance(max_time, bool):
         unit_name = str(searcher.get("time_metric") or "").upper()
         return max_time, Unit[unit_name] if unit_name in Unit.__members__ else None
+    rounds = searcher.get("num_rounds")
+    if searcher.get("length_per_round") is not None and isinstance(rounds, int):
+        # pbt: the longest a member trains (the searcher stops it after its last round)
+        per_round = {
+            "max_length": searcher["length_per_round"],
+            "unit": searcher.get("time_metric"),
+        }
+        length, unit = parse_max_length(per_round)
+        return (length * rounds if length is not None else None), unit
     return None, None
