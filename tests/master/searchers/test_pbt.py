@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -280,3 +281,40 @@ def test_preview_lists_the_trials_of_each_length() -> None:
     assert sum(by_length.values()) == 14
     assert all(t["unit"]["name"] == "batches" for t in trials)
     assert max(by_length) == 40
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda s: s.pop("num_rounds"), "searcher.num_rounds: required for the pbt searcher"),
+        (
+            lambda s: s.update(replace_function={"truncate_fraction": 0.7}),
+            "searcher.replace_function.truncate_fraction: must be a number between 0 and 0.5",
+        ),
+        (
+            lambda s: s["explore_function"].pop("perturb_factor"),
+            "searcher.explore_function.perturb_factor: required",
+        ),
+        (lambda s: s.update(max_trials=3), "searcher.max_trials: unknown field for the pbt"),
+    ],
+)
+def test_experiment_config_validation_names_the_field(
+    change: Callable[[dict], Any], message: str
+) -> None:
+    from determined.config import InvalidConfigError, validate_experiment_config
+
+    config = pbt_config()
+    config.update(entrypoint="python3 train.py", checkpoint_storage={"type": "shared_fs"})
+    config["checkpoint_storage"]["host_path"] = "/tmp"
+    validate_experiment_config(copy.deepcopy(config))
+    change(config["searcher"])
+    with pytest.raises(InvalidConfigError, match=re.escape(message)):
+        validate_experiment_config(config)
+
+
+def test_training_length_of_a_pbt_search_is_every_round() -> None:
+    from determined.core.plugins import parse_max_length
+
+    section = pbt_config(num_rounds=4)["searcher"]
+    length, unit = parse_max_length(section)
+    assert length == 40 and unit is not None and unit.name == "BATCHES"
