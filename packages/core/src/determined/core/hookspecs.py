@@ -99,7 +99,7 @@ def det_search_method(config: dict[str, Any]) -> SearchMethod | None:
     """Return a search method (a pure state machine) for an experiment's ``searcher`` config.
 
     Stops at first non-None result. det-master ships ``single``, ``random``, ``grid``,
-    ``async_halving`` and ``adaptive_asha``.
+    ``async_halving``, ``adaptive_asha`` and ``pbt``.
 
     Args:
         config: the whole, validated experiment config (``config["searcher"]["name"]`` picks the method;

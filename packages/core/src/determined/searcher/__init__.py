@@ -1,8 +1,8 @@
 """The hyperparameter-search interface: search methods, their actions, the RNG and sampling helpers.
 
-Built-in methods (``single``, ``random``, ``grid``, ``async_halving``, ``adaptive_asha``) live in
-det-master (``determined.master.searchers``); a third party implements :class:`SearchMethod` and
-returns it from the ``det_search_method`` hook.
+Built-in methods (``single``, ``random``, ``grid``, ``async_halving``, ``adaptive_asha``, ``pbt``)
+live in det-master (``determined.master.searchers``); a third party implements
+:class:`SearchMethod` and returns it from the ``det_search_method`` hook.
 """
 
 from determined.searcher._actions import (
