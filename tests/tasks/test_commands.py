@@ -10,7 +10,7 @@ import subprocess
 import pytest
 import yaml
 from cli.harness import DET, Det
-from tasks.conftest import command_state, log_text, wait_command, wait_for
+from tasks.harness import command_state, log_text, wait_command, wait_for
 
 from determined.client import APIError, Client, ForbiddenError, NotFoundError
 

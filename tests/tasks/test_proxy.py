@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import requests
-from tasks.conftest import log_text, wait_for
+from tasks.harness import log_text, wait_for
 
 from determined.master._core._tasks import TaskSpec
 

@@ -7,7 +7,7 @@ import os
 import re
 from typing import Any
 
-from tasks.conftest import log_text, wait_command, wait_for
+from tasks.harness import log_text, wait_command, wait_for
 
 from determined.client import Client
 
