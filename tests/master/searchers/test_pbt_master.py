@@ -176,6 +176,7 @@ def test_pbt_warm_starts_copies_and_survives_a_master_sigkill(
         assert parent_id in by_id and parent_id < copy["id"]
         log = "".join(reference.logs(copy["id"]))
         assert f"trial {copy['id']} starts at batch 0 from trial {parent_id}" in log
+        assert f"Trial {copy['id']} is warm-started from trial {parent_id}'s checkpoint" in log
         # the copy explored: x moved by the perturb factor from its parent's
         parent_x = by_id[parent_id]["hparams"]["x"]
         assert copy["hparams"]["x"] in (

@@ -150,11 +150,13 @@ class Lifecycle:
         if not warm and source_trial:
             ckpt = latest_completed_checkpoint(session, int(source_trial))
             warm = ckpt.uuid if ckpt is not None else None
-        parent_request = action.parent_request_id
-        if parent_request:
+        lineage = None
+        if action.parent_request_id:
             # Population-based training: start from the parent trial's latest checkpoint.
             parent = session.scalar(
-                select(Run).where(Run.experiment_id == exp.id, Run.request_id == parent_request)
+                select(Run).where(
+                    Run.experiment_id == exp.id, Run.request_id == action.parent_request_id
+                )
             )
             ckpt = (
                 latest_completed_checkpoint(session, parent.id, action.parent_steps)
@@ -162,6 +164,13 @@ class Lifecycle:
                 else None
             )
             warm = ckpt.uuid if ckpt is not None else None
+            if parent is not None and ckpt is not None:
+                lineage = (
+                    f"warm-started from trial {parent.id}'s checkpoint {ckpt.uuid} "
+                    f"({ckpt.steps_completed} steps completed)"
+                )
+            elif parent is not None:
+                lineage = f"trial {parent.id} has no checkpoint to start from; starting fresh"
         run = Run(
             experiment_id=exp.id,
             request_id=action.request_id,
@@ -178,6 +187,8 @@ class Lifecycle:
         session.add(
             Task(task_id=run.task_id, task_type="TRIAL", job_id=exp.job_id, trial_id=run.id)
         )
+        if lineage:
+            master_log(session, run.task_id, f"Trial {run.id} is {lineage}")
         if exp.state == "ACTIVE":
             self._allocations.request(session, exp, run)
         return run
