@@ -14,7 +14,7 @@ from tasks.harness import log_text, wait_for
 from determined.master._core._tasks import TaskSpec
 
 HTTP_SERVER = r"""
-import http.server, os
+import http.server, os, time
 class Handler(http.server.BaseHTTPRequestHandler):
     def _answer(self, body, status=200):
         self.send_response(status)
@@ -25,6 +25,17 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         if self.path.endswith("/big"):
             return self._answer(b"x" * (3 * 1024 * 1024))
+        if "/stream?" in self.path:
+            marker = self.path.split("marker=", 1)[1]
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"first\n")
+            self.wfile.flush()
+            while not os.path.exists(marker):
+                time.sleep(0.05)
+            self.wfile.write(b"second\n")
+            self.close_connection = True
+            return
         cookie = self.headers.get("Cookie") or ""
         auth = self.headers.get("Authorization") or ""
         self._answer(f"GET {self.path} cookie=[{cookie}] auth=[{auth}]".encode())
@@ -91,6 +102,18 @@ def test_http_forwarding_with_bearer_and_cookie(module_master: Any, http_task: s
     assert sum(len(c) for c in big.iter_content(65536)) == 3 * 1024 * 1024
     root = requests.get(f"{module_master.url}/proxy/{http_task}?q=1", cookies={"auth": token})
     assert root.status_code == 200 and f"GET /proxy/{http_task}/?q=1" in root.text
+
+
+def test_answers_stream_through(module_master: Any, http_task: str, tmp_path: Any) -> None:
+    """The first chunk reaches the caller while the task still holds back the rest."""
+    marker = tmp_path / "go"
+    token = module_master.login("admin")
+    url = f"{module_master.url}/proxy/{http_task}/stream?marker={marker}"
+    with requests.get(url, cookies={"auth": token}, stream=True, timeout=60) as answer:
+        lines = answer.iter_lines()
+        assert next(lines) == b"first"
+        marker.write_text("go")
+        assert next(lines) == b"second"
 
 
 def test_proxy_refuses_without_auth_and_other_users(module_master: Any, http_task: str) -> None:
