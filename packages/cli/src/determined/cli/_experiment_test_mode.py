@@ -142,7 +142,7 @@ def _print_log_tail(api: client.Client, trial_id: int) -> None:
 
 
 def _latest_checkpoint(api: client.Client, trial_id: int) -> dict[str, Any] | None:
-    checkpoints = api.trials.checkpoints(trial_id).get("checkpoints") or []
+    checkpoints: list[dict[str, Any]] = api.trials.checkpoints(trial_id).get("checkpoints") or []
     done = [c for c in checkpoints if c.get("state") == "STATE_COMPLETED"]
     if not done:
         return None
@@ -222,10 +222,10 @@ def _check_restore(
     print(f"Restarting trial {trial_id} from its latest checkpoint {uuid}")
     sys.stdout.flush()
 
-    def restarted_and_ended(e: dict[str, Any], _t: dict[str, Any] | None) -> bool:
+    def ended(e: dict[str, Any], _t: dict[str, Any] | None) -> bool:
         return e["state"] in TERMINAL
 
-    experiment, trial = _wait(api, experiment_id, lambda _t: None, restarted_and_ended)
+    experiment, trial = _wait(api, experiment_id, lambda _t: None, ended)
     state = experiment["state"]
     if state != "STATE_COMPLETED":
         progress.fail()
