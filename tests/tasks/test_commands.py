@@ -128,13 +128,18 @@ def test_bad_requests_name_the_field(user: Client, body: dict, field: str) -> No
     assert field in str(info.value)
 
 
-def test_kill_a_queued_command(user: Client) -> None:
+def test_kill_and_reprioritize_a_queued_command(user: Client, det: Det) -> None:
     holder = user.commands.launch({"entrypoint": "sleep 120", "resources": {"slots": 4}})
     holder_id = holder["command"]["id"]
     wait_command(user, holder_id, "STATE_RUNNING")
     queued = user.commands.launch({"entrypoint": "echo never", "resources": {"slots": 1}})
     queued_id = queued["command"]["id"]
     assert command_state(user, queued_id) == "STATE_QUEUED"
+    assert det.ok("cmd", "set", "priority", queued_id[:8], "7").startswith("Set priority")
+    assert user.commands.get(queued_id)["command"]["priority"] == 7
+    with pytest.raises(APIError) as info:
+        user.commands.set_priority(queued_id, 0)
+    assert info.value.status_code == 400 and "priority" in str(info.value)
     user.commands.kill(queued_id)
     assert wait_command(user, queued_id) == "STATE_TERMINATED"
     assert "never" not in log_text(user.session, queued_id).splitlines()

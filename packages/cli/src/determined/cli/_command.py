@@ -119,6 +119,12 @@ def kill_commands(args: argparse.Namespace) -> None:
             print(_render.colored(f"Skipping: {e} ({type(e).__name__})", "red"))
 
 
+def set_priority(args: argparse.Namespace) -> None:
+    (command_id,) = _ids(args, [args.command_id])
+    _session.api(args).commands.set_priority(command_id, args.priority)
+    print(_render.colored(f"Set priority of command {command_id} to {args.priority}", "green"))
+
+
 _OUTPUT = [
     Arg("--json", action="store_true", help="print as JSON"),
     Arg("--csv", action="store_true", help="print as CSV"),
@@ -200,6 +206,22 @@ COMMANDS: list[Any] = [
                 command_logs,
                 "fetch command logs",
                 [Arg("task_id", help="command ID", metavar="command_id"), *TASK_LOG_ARGS],
+            ),
+            Cmd(
+                "set",
+                None,
+                "set command attributes",
+                [
+                    Cmd(
+                        "priority",
+                        set_priority,
+                        "set command priority",
+                        [
+                            Arg("command_id", help="command ID"),
+                            Arg("priority", type=int, help="priority"),
+                        ],
+                    )
+                ],
             ),
             Cmd(
                 "kill",

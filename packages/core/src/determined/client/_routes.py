@@ -277,6 +277,9 @@ COMMANDS = _route("commands.list", "GET", "/api/v1/commands")
 COMMAND_LAUNCH = _route("commands.launch", "POST", "/api/v1/commands", False)
 COMMAND_GET = _route("commands.get", "GET", "/api/v1/commands/{command_id}")
 COMMAND_KILL = _route("commands.kill", "POST", "/api/v1/commands/{command_id}/kill", True)
+COMMAND_SET_PRIORITY = _route(
+    "commands.set_priority", "POST", "/api/v1/commands/{command_id}/set_priority", True
+)
 WEBHOOK_CUSTOM = _route("webhooks.custom", "POST", "/api/v1/webhooks/custom")
 TRIAL_SOURCE_INFO = _route("tasks.trial_source_info", "POST", "/api/v1/trial-source-info")
 

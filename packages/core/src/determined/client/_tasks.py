@@ -72,3 +72,8 @@ class CommandsClient:
     def kill(self, command_id: str) -> dict[str, Any]:
         """Stop a command (``command``)."""
         return r.call(self.session, r.COMMAND_KILL, body={}, command_id=command_id)
+
+    def set_priority(self, command_id: str, priority: int) -> dict[str, Any]:
+        """Change a command's priority (1..99) while it waits for slots (``command``)."""
+        body = {"priority": int(priority)}
+        return r.call(self.session, r.COMMAND_SET_PRIORITY, body=body, command_id=command_id)

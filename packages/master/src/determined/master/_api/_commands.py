@@ -185,6 +185,20 @@ def kill_command(request: Request, command_id: str, p: Principal = Depends(authe
     return {"command": ntsc_json(tasks.kill(command_id, p.user))}
 
 
+@router.post("/api/v1/commands/{command_id}/set_priority")
+def set_command_priority(
+    request: Request,
+    command_id: str,
+    body: dict[str, Any] = Depends(json_body),
+    p: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Change a command's priority (``{"priority": 1..99}``; matters while it waits for slots)."""
+    tasks = tasks_of(request)
+    owned(tasks.get(command_id), command_id, "COMMAND")
+    view = tasks.set_priority(command_id, body.get("priority"), p.user)
+    return {"command": ntsc_json(view)}
+
+
 # ---- generic task routes ----------------------------------------------------------------------------
 
 

@@ -143,6 +143,7 @@ def ntsc_json(view: TaskView) -> dict[str, Any]:
         "jobId": f"task-{view.task_id}",
         "workspaceId": 1,
         "isReady": view.ready,
+        "priority": view.priority,
     }
     if view.proxied:
         out["serviceAddress"] = view.base_path

@@ -248,6 +248,29 @@ class Tasks:
 
     # master lifecycle
 
+    def set_priority(self, task_id: str, priority: Any, user: User) -> TaskView:
+        """Change a task's scheduling priority (1..99; owner or admin); it applies to a task still
+        waiting for slots.
+
+        Raises:
+            APIError: 400 for a bad priority, 404 for an unknown task, 403 for another user's.
+        """
+        if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= 99:
+            raise APIError(400, f"priority: must be an integer in 1..99, got {priority!r}")
+        view = self.get(task_id)
+        if view is None:
+            raise APIError(404, f"task {task_id} not found")
+        if not user.admin and user.id != view.owner_id:
+            raise APIError(403, f"only the owner of task {task_id} or an admin may change it")
+        if view.done:
+            raise APIError(400, f"task {task_id} has ended")
+        with self._db.write() as session:
+            row = session.get(NtscTask, task_id)
+            if row is not None:
+                row.priority = priority
+        self._rm.set_job_limits(f"task-{task_id}", priority=priority)
+        return self.get(task_id) or view
+
     def recover(self) -> None:
         """After a restart: tasks a previous master left running end ("the master restarted");
         their process groups were reaped with the other open allocations."""
