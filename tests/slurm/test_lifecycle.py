@@ -27,20 +27,21 @@ CONFIG = {
 }
 
 
-def _det_jobs(slurm: SlurmCluster) -> dict[str, tuple[str, str]]:
-    """det's Slurm jobs (name ``det-<allocation id>``): job id → (name, state)."""
+def _det_jobs(slurm: SlurmCluster, since: set[str]) -> dict[str, tuple[str, str]]:
+    """det's Slurm jobs (name ``det-<allocation id>``) that are not in ``since`` (the jobs earlier
+    tests on this cluster left): job id → (name, state)."""
     out = slurm.run("squeue", "-h", "-t", "all", "-o", "%i|%j|%T").stdout
     jobs = {}
     for line in out.splitlines():
         job_id, name, state = line.split("|")
-        if name.startswith("det-"):
+        if name.startswith("det-") and job_id not in since:
             jobs[job_id] = (name, state)
     return jobs
 
 
-def _running_job(api: MasterAPI, slurm: SlurmCluster) -> str:
+def _running_job(api: MasterAPI, slurm: SlurmCluster, since: set[str]) -> str:
     def running() -> str | None:
-        ids = [i for i, (_, state) in _det_jobs(slurm).items() if state == "RUNNING"]
+        ids = [i for i, (_, state) in _det_jobs(slurm, since).items() if state == "RUNNING"]
         return ids[0] if len(ids) == 1 else None
 
     return str(api.wait_for(running, 60, "det's job RUNNING in Slurm"))
@@ -63,10 +64,11 @@ def _resumed_step(logs: str) -> int:
 def test_job_scancelled_from_outside_restarts_from_checkpoint(
     slurm_master: Callable[..., Any], slurm: SlurmCluster
 ) -> None:
+    before = set(slurm.job_states())
     api = MasterAPI(slurm_master().url)
     exp = api.create_experiment({**CONFIG, "name": "scancel-me"}, TRIALS)
     trial_id = api.wait_for(lambda: [t["id"] for t in api.trials(exp)], 60, "the trial")[0]
-    job_id = _running_job(api, slurm)
+    job_id = _running_job(api, slurm, before)
     _checkpointed(api, trial_id)
 
     slurm.run("scancel", job_id)  # an admin, a time limit or a node failure: not det's doing
@@ -80,19 +82,20 @@ def test_job_scancelled_from_outside_restarts_from_checkpoint(
     assert f"Slurm job {job_id}" in logs, logs  # the master says why the trial restarted
     assert _resumed_step(logs) >= 5
     assert api.steps(api.metrics(trial_id, "training"))[-1] == 40
-    jobs = _det_jobs(slurm)
+    jobs = _det_jobs(slurm, before)
     assert len(jobs) == 2 and jobs[job_id][1] == "CANCELLED", jobs  # the restart was a new job
 
 
 def test_pause_ends_the_job_and_activate_resumes_from_checkpoint(
     slurm_master: Callable[..., Any], slurm: SlurmCluster
 ) -> None:
+    before = set(slurm.job_states())
     api = MasterAPI(slurm_master().url)
     # 80 steps (20 s): the pause lands long before the trial could finish on a loaded machine
     config = {**CONFIG, "name": "pause-me", "hyperparameters": {"steps": 80}}
     exp = api.create_experiment(config, TRIALS)
     trial_id = api.wait_for(lambda: [t["id"] for t in api.trials(exp)], 60, "the trial")[0]
-    job_id = _running_job(api, slurm)
+    job_id = _running_job(api, slurm, before)
     _checkpointed(api, trial_id)
 
     api.post(f"/api/v1/experiments/{exp}/pause")
@@ -103,7 +106,7 @@ def test_pause_ends_the_job_and_activate_resumes_from_checkpoint(
     api.wait_exited(trial_id)
     assert slurm.wait_for_job(job_id, FINAL_STATES, timeout=120) in ("COMPLETED", "CANCELLED")
     paused_at = len(api.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"])
-    assert not [j for j, (_, s) in _det_jobs(slurm).items() if s not in FINAL_STATES]
+    assert not [j for j, (_, s) in _det_jobs(slurm, before).items() if s not in FINAL_STATES]
 
     api.post(f"/api/v1/experiments/{exp}/activate")
     assert api.wait_experiment(exp, timeout=TIMEOUT) == "STATE_COMPLETED", api.debug(exp)
@@ -115,4 +118,4 @@ def test_pause_ends_the_job_and_activate_resumes_from_checkpoint(
     steps = api.steps(api.metrics(trial_id, "training"))
     assert steps[-1] == 80 and steps == sorted(set(steps)), steps  # no step trained twice
     assert len(api.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"]) > paused_at
-    assert len(_det_jobs(slurm)) == 2  # one job before the pause, one after
+    assert len(_det_jobs(slurm, before)) == 2  # one job before the pause, one after
