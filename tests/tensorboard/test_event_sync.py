@@ -55,6 +55,14 @@ def test_local_storage_one_run_per_trial_and_only_new_bytes(tmp_path: pathlib.Pa
     assert events.sync() == 1
     assert local.read_bytes() == remote.read_bytes() and local.stat().st_ino == before
 
+    # Any other file that changed is replaced whole (a rewritten config is not an append).
+    config_file = store / trial_storage_path(3, 7) / "projector_config.pbtxt"
+    config_file.write_bytes(b"a")
+    assert events.sync() == 1
+    config_file.write_bytes(b"bc")
+    assert events.sync() == 1
+    assert (logdir / "trial_7" / "projector_config.pbtxt").read_bytes() == b"bc"
+
     # A trial that appears later (the experiment was named whole) shows up on the next pass; a
     # trial of an experiment named by trial ids does not unless named.
     _stage(store, 3, 10, "loss", [3.0])

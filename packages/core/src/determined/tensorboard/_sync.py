@@ -4,9 +4,9 @@ Trials upload to ``<storage root>/tensorboard/experiment/<exp>/trial/<trial>/...
 ``determined.core``'s TensorBoard sync). TensorBoard reads one local directory in which each trial is
 one run, ``trial_<id>/`` (a trial's sub-directories, e.g. Keras's ``train/`` and ``validation/`` or
 another rank's ``rank_<n>/``, become runs ``trial_<id>/train``, ...). Event files grow by appends,
-so a file that grew is extended with the new bytes only (a ranged read on object stores), which is
-also what TensorBoard's incremental reader expects; a file that shrank or changed otherwise is
-replaced whole.
+so an event file that grew is extended with the new bytes only (a ranged read on object stores),
+which is also what TensorBoard's incremental reader expects; any other changed file (a profiler
+trace, a projector config) is replaced whole.
 """
 
 from __future__ import annotations
@@ -157,7 +157,7 @@ class EventSync:
         local.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(manager, storage.FsspecStorageManager):
             remote_path = posixpath.join(manager.root, prefix, rel)
-            if 0 < local_size < size:
+            if 0 < local_size < size and "tfevents" in local.name:
                 tail = manager.fs.cat_file(remote_path, start=local_size)
                 with open(local, "ab") as out:
                     out.write(tail)
