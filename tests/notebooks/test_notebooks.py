@@ -118,13 +118,18 @@ def test_a_notebook_serves_its_context_behind_the_authenticated_proxy(
 def test_an_idle_notebook_is_killed_and_a_busy_one_is_not(
     det: Det, user: Session, context: pathlib.Path
 ) -> None:
-    """Both have a 5 s idle timeout; one runs a kernel (busy for ``kernels_or_terminals``) until
-    the idle one has been killed, then stops its kernel and is killed in turn."""
-    ids = [
-        det.ok("notebook", "start", "-d", "-c", str(context), "--config", "idle_timeout=5s").strip()
-        for _ in range(2)
-    ]
-    idle_id, busy_id = ids
+    """All have a 5 s idle timeout; one runs a kernel (busy for ``kernels_or_terminals``) until
+    the idle ones have been killed, then stops its kernel and is killed in turn. The third uses
+    ``notebook_idle_type: activity``: the master's own look at Jupyter's status is no activity."""
+
+    def start(*config: str) -> str:
+        argv = ["notebook", "start", "-d", "-c", str(context), "--config", "idle_timeout=5s"]
+        for item in config:
+            argv += ["--config", item]
+        return det.ok(*argv).strip()
+
+    idle_id, busy_id = start(), start()
+    activity_id = start("notebook_idle_type=activity")
     busy = wait_for(lambda: (n := notebook(user, busy_id))["isReady"] and n, "notebook ready")
     base = det.url + busy["serviceAddress"]
     # As the browser does: JupyterLab's page sets the _xsrf cookie that API writes must echo.
@@ -137,8 +142,11 @@ def test_an_idle_notebook_is_killed_and_a_busy_one_is_not(
     assert started.status_code in (200, 201), started.text
     kernel_id = started.json()["id"]
 
-    idle = terminated(user, idle_id)
-    assert "idle timeout of 5s" in idle["exitStatus"]
+    for ended_id in (idle_id, activity_id):
+        ended = terminated(user, ended_id)
+        assert "idle timeout of 5s" in ended["exitStatus"]
+        logs = "".join(e.get("log") or "" for e in Client(user).tasks.logs(ended_id))
+        assert "ready: serving at" in logs  # it served, then idled: not killed while starting
     assert notebook(user, busy_id)["state"] == "STATE_RUNNING"  # its kernel kept it alive
 
     deleted = browser.delete(base + f"api/kernels/{kernel_id}", headers=xsrf)
