@@ -98,6 +98,8 @@ def test_trial_ids_and_bad_requests(site: Any) -> None:
         ({"experimentIds": [999999]}, 404, "experimentIds"),
         ({"filters": {"states": ["NOPE"]}}, 400, "filters.states"),
         ({"filters": {"name": "no-experiment-has-this-name"}}, 400, "filters"),
+        ({"experimentIds": [1], "config": {"resources": "big"}}, 400, "config.resources"),
+        ({"experimentIds": [1], "config": {"tensorboard_args": "--x"}}, 400, "tensorboard_args"),
     ]:
         answer = requests.post(
             f"{site.url}/api/v1/tensorboards",

@@ -101,7 +101,7 @@ class Manager:
         self.tasks = Tasks(db, rm, data_dir, cluster_id, lambda: self.events.master_url)
         self.events.tasks = self.tasks
         local = type(rm).__name__ == "LocalResourceManager"  # else the proxy reaches another host
-        self.tensorboards = Tensorboards(db, self.tasks, "127.0.0.1" if local else "0.0.0.0")
+        self.tensorboards = Tensorboards(db, self.tasks, rm, "127.0.0.1" if local else "0.0.0.0")
         self.notebooks = Notebooks(self.tasks, "127.0.0.1" if local else "0.0.0.0")
         self._metrics_writer: MetricsWriter | None = None
         self._metrics_writer_lock = threading.Lock()

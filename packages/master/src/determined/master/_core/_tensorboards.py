@@ -75,9 +75,10 @@ def tensorboard_extra(view: TaskView) -> dict[str, Any]:
 class Tensorboards:
     """Launch, list and kill TensorBoard tasks; delete experiments' TensorBoard files."""
 
-    def __init__(self, db: Database, tasks: Tasks, bind_host: str = "127.0.0.1") -> None:
+    def __init__(self, db: Database, tasks: Tasks, rm: Any, bind_host: str = "127.0.0.1") -> None:
         self._db = db
         self._tasks = tasks
+        self._rm = rm
         self._bind_host = bind_host
 
     # ------------------------------------------------------------------------------- launch
@@ -120,7 +121,7 @@ class Tensorboards:
             description=str(description),
             context=launch.context,
             env={SPEC_ENV: json.dumps({"sources": sources})},
-            slots=0,
+            slots=self._slots(config),
             idle_timeout=parse_duration(config.get("idle_timeout"), "idle_timeout") or IDLE_TIMEOUT,
             proxied=True,
             extra={
@@ -129,6 +130,17 @@ class Tensorboards:
             },
         )
         return self._tasks.start(spec)
+
+    def _slots(self, config: Mapping[str, Any]) -> int | None:
+        """None when the config names ``resources.slots``; else none (upstream's TensorBoards hold
+        no slot), or one where the resource manager refuses 0-slot requests (Ray)."""
+        resources = config.get("resources") or {}
+        if not isinstance(resources, dict):
+            raise APIError(400, "config.resources: must be an object")
+        if resources.get("slots") is not None:
+            return None
+        pool = str(resources.get("resource_pool") or "default")
+        return 0 if self._rm.validate(0, resource_pool=pool) is None else 1
 
     def _sources(self, launch: TensorboardLaunch) -> tuple[list[dict[str, Any]], set[int]]:
         """Each experiment's storage and trials (``None``: all), and the experiments named whole."""
