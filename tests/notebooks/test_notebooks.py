@@ -4,13 +4,16 @@ after its idle timeout unless Jupyter is busy (a kernel runs)."""
 
 from __future__ import annotations
 
+import json
 import pathlib
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 import httpx
 import pytest
+import websockets.sync.client
 from cli.harness import Det
 
 from determined.client import Client, Session
@@ -64,6 +67,45 @@ def proxied(url: str, session: Session | None, method: str = "GET", **kw: Any) -
     return httpx.request(method, url, headers=headers, timeout=30, trust_env=False, **kw)
 
 
+def run_in_kernel(url: str, session: Session, code: str) -> str:
+    """Start a kernel through the proxy, run ``code`` over its WebSocket channels (Jupyter's
+    messaging protocol), stop the kernel; the code's stdout."""
+    browser = httpx.Client(
+        headers={"Authorization": f"Bearer {session.token}"}, timeout=60, trust_env=False
+    )
+    assert browser.get(url + "lab").status_code == 200  # sets the _xsrf cookie
+    xsrf = {"X-XSRFToken": browser.cookies["_xsrf"]}
+    started = browser.post(url + "api/kernels", json={"name": "python3"}, headers=xsrf)
+    assert started.status_code in (200, 201), started.text
+    kernel_id = started.json()["id"]
+    msg_id = uuid.uuid4().hex
+    request = {
+        "header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
+                   "session": uuid.uuid4().hex, "version": "5.3", "date": ""},
+        "parent_header": {}, "metadata": {}, "buffers": [], "channel": "shell",
+        "content": {"code": code, "silent": False, "store_history": False,
+                    "user_expressions": {}, "allow_stdin": False, "stop_on_error": True},
+    }  # fmt: skip
+    ws_url = url.replace("http://", "ws://") + f"api/kernels/{kernel_id}/channels"
+    out = []
+    headers = {"Authorization": f"Bearer {session.token}"}
+    with websockets.sync.client.connect(ws_url, additional_headers=headers) as ws:
+        ws.send(json.dumps(request))
+        while True:
+            message = json.loads(ws.recv(timeout=120))
+            if message.get("parent_header", {}).get("msg_id") != msg_id:
+                continue
+            kind = message["header"]["msg_type"]
+            if kind == "stream":
+                out.append(message["content"]["text"])
+            elif kind == "error":
+                raise AssertionError(message["content"])
+            elif kind == "status" and message["content"]["execution_state"] == "idle":
+                break
+    browser.delete(url + f"api/kernels/{kernel_id}", headers=xsrf)
+    return "".join(out)
+
+
 def notebook(session: Session, notebook_id: str) -> dict[str, Any]:
     return dict(Client(session).notebooks.get(notebook_id)["notebook"])
 
@@ -96,6 +138,11 @@ def test_a_notebook_serves_its_context_behind_the_authenticated_proxy(
     assert [f["name"] for f in listing["content"]] == ["data.txt"]
     data = proxied(url + "api/contents/data.txt", user).json()
     assert data["content"] == "notebook context file\n"
+
+    # A kernel, over the proxied WebSocket, runs in the context directory too.
+    assert run_in_kernel(url, user, "print(open('data.txt').read().upper())") == (
+        "NOTEBOOK CONTEXT FILE\n\n"
+    )
 
     record = notebook(user, notebook_id)
     assert record["state"] == "STATE_RUNNING" and record["isReady"] is True
