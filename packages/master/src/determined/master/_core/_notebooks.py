@@ -93,6 +93,7 @@ class Notebooks:
         self._bind_host = bind_host
         self._poll_period = poll_period
         self._last_status: dict[str, str] = {}
+        self._watched: dict[str, dict[str, Any]] = {}  # task id -> its record's extra
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -134,6 +135,8 @@ class Notebooks:
             extra=extra,
         )
         view = self._tasks.start(spec)
+        with self._lock:
+            self._watched[view.task_id] = dict(view.extra)
         self._start_poller()
         return view
 
@@ -190,34 +193,41 @@ class Notebooks:
                     logger.exception("master: watching notebooks' activity failed")
 
     def poll(self, http: httpx.Client) -> None:
-        """Look at every running notebook that has an idle timeout; touch the busy ones."""
-        watched = set()
-        for view in self.list():
-            if view.done or not view.ready or view.idle_timeout is None or view.port is None:
+        """Look at every running notebook that has an idle timeout; touch the busy ones.
+
+        Reads the task service's in-memory state only (no database read per look)."""
+        live = {t.task_id: t for t in self._tasks.runs.live() if t.kind == KIND}
+        with self._lock:
+            for gone in set(self._watched) - set(live):
+                del self._watched[gone]
+                self._last_status.pop(gone, None)
+            watched = dict(self._watched)
+        for task_id, extra in watched.items():
+            task = live[task_id]
+            if not task.ready or task.exited or task.kill_reason is not None:
                 continue
-            watched.add(view.task_id)
+            if task.idle_timeout is None or task.port is None:
+                continue
+            base = f"http://{_host(task.address)}:{task.port}/proxy/{task_id}/api/"
             try:
-                busy = self._busy(http, view)
+                busy = self._busy(http, task_id, base, extra)
             except (httpx.HTTPError, ValueError) as exc:
-                logger.debug("master: notebook %s did not answer: %s", view.task_id, exc)
+                logger.debug("master: notebook %s did not answer: %s", task_id, exc)
                 continue
             if busy:
-                self._tasks.touch(view.task_id)
-        for gone in set(self._last_status) - watched:
-            del self._last_status[gone]
+                self._tasks.touch(task_id)
 
-    def _busy(self, http: httpx.Client, view: TaskView) -> bool:
+    def _busy(self, http: httpx.Client, task_id: str, base: str, extra: dict[str, Any]) -> bool:
         """Whether Jupyter is busy in the sense of the notebook's ``notebook_idle_type``."""
-        base = f"http://{_host(view.address)}:{view.port}{view.base_path}api/"
-        token = (view.extra or {}).get("jupyterToken")
+        token = extra.get("jupyterToken")
         headers = {"Authorization": f"token {token}"} if token else {}
-        idle_type = (view.extra or {}).get("idleType") or DEFAULT_IDLE_TYPE
+        idle_type = extra.get("idleType") or DEFAULT_IDLE_TYPE
         if idle_type == "activity":
             # /api/status does not count as activity itself; the other API routes do.
             status = _get_json(http, base + "status", headers)
             last = str(status.get("last_activity") or "")
-            previous = self._last_status.get(view.task_id)
-            self._last_status[view.task_id] = last
+            previous = self._last_status.get(task_id)
+            self._last_status[task_id] = last
             return previous is not None and last != previous
         kernels = _get_json(http, base + "kernels", headers)
         if idle_type == "kernel_connections":
