@@ -326,16 +326,31 @@ NodeName={cluster.node} NodeHostname={socket.gethostname()} NodeAddr=127.0.0.1 C
 
 
 def start_cluster(
-    *, cpus: int = 4, partitions: Sequence[str] = PARTITIONS, timeout: float = 90
+    *,
+    cpus: int = 4,
+    partitions: Sequence[str] = PARTITIONS,
+    timeout: float = 90,
+    attempts: int = 3,
 ) -> SlurmCluster:
     """Configure and start a fresh cluster; returns once its node is idle.
 
-    ``partitions[0]`` is the default partition. Raises ``SlurmClusterError`` (with the daemons' logs)
-    when a daemon exits or the node is not idle within ``timeout`` seconds.
+    ``partitions[0]`` is the default partition. A start that fails (a daemon exits: say another
+    process took one of the free ports in between) is retried on new ports and names, up to
+    ``attempts`` times; then ``SlurmClusterError`` with the daemons' logs.
     """
     reason = missing_reason()
     if reason:
         raise SlurmClusterError(reason)
+    for attempt in range(1, attempts + 1):
+        try:
+            return _start_once(cpus, partitions, timeout)
+        except SlurmClusterError:
+            if attempt == attempts:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _start_once(cpus: int, partitions: Sequence[str], timeout: float) -> SlurmCluster:
     suffix = uuid.uuid4().hex[:8]
     # Not pytest's tmp_path: munged wants every directory above its socket world-executable.
     root = Path(tempfile.mkdtemp(prefix="detslurm-", dir="/tmp"))
