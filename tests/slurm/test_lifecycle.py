@@ -1,4 +1,4 @@
-"""A trial's life on the slurm RM: pause and resume, and a job cancelled from outside det.
+"""A trial's life on the slurm RM: pause and resume, a job cancelled from outside det, and det's kill.
 
 A real master on the session's Slurm cluster (``slurm_master``) runs ``trials/steps.py``, a Core
 API trial of 40 short steps that checkpoints every 5 and resumes from its latest checkpoint.
@@ -119,3 +119,18 @@ def test_pause_ends_the_job_and_activate_resumes_from_checkpoint(
     assert steps[-1] == 80 and steps == sorted(set(steps)), steps  # no step trained twice
     assert len(api.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"]) > paused_at
     assert len(_det_jobs(slurm, before)) == 2  # one job before the pause, one after
+
+
+def test_kill_cancels_the_job(slurm_master: Callable[..., Any], slurm: SlurmCluster) -> None:
+    before = set(slurm.job_states())
+    api = MasterAPI(slurm_master().url)
+    config = {**CONFIG, "name": "kill-me", "hyperparameters": {"steps": 400}}
+    exp = api.create_experiment(config, TRIALS)
+    job_id = _running_job(api, slurm, before)
+
+    api.post(f"/api/v1/experiments/{exp}/kill")
+    assert api.wait_experiment(exp, timeout=120) == "STATE_CANCELED", api.debug(exp)
+    assert slurm.wait_for_job(job_id, FINAL_STATES) == "CANCELLED"
+    (trial,) = api.trials(exp)
+    assert trial["restarts"] == 0, api.debug(exp)  # det's own kill is not a lost allocation
+    assert len(_det_jobs(slurm, before)) == 1
