@@ -28,6 +28,7 @@ class MasterProcess(LoginHelpers):
         db: str | None = None,
         env: dict[str, str] | None = None,
         start_timeout: float = 90.0,
+        config_file: pathlib.Path | None = None,
     ) -> None:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.data_dir = data_dir
@@ -37,6 +38,8 @@ class MasterProcess(LoginHelpers):
             self._argv += ["--slots", str(slots)]
         if db is not None:
             self._argv += ["--db", db]
+        if config_file is not None:  # the flags above win over the file's settings
+            self._argv += ["--config-file", str(config_file)]
         self._env = env
         self._start_timeout = start_timeout
         self.url = ""

@@ -105,7 +105,8 @@ class MasterFactory:
 
     ``db`` is a database URL (``None``: SQLite in the data dir). ``process=True`` starts
     ``python -m determined.master up`` in a subprocess (``master_process.MasterProcess``; it takes
-    ``slots``, ``db``, ``env`` and ``start_timeout``); otherwise ``config`` goes to ``MasterConfig``.
+    ``slots``, ``db``, ``env``, ``start_timeout`` and ``config_file``); otherwise ``config`` goes
+    to ``MasterConfig``.
     ``slots`` defaults to ``default_slots`` (pass ``slots=None`` for the master's own default).
     Without ``data_dir`` a master gets ``<base>/master``, or ``master-2``, ``master-3``, ... while
     an earlier master still runs on it: a master started after another one stopped reuses its
