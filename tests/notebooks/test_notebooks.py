@@ -211,5 +211,11 @@ def test_bad_requests_name_the_field(det: Det, user: Session) -> None:
     preview = api.notebooks.launch(config={"idle_timeout": "5m"}, preview=True)["config"]
     assert preview["notebook_idle_type"] == "kernels_or_terminals"
     assert preview["resources"]["slots"] == 1
+    before = len(api.notebooks.list()["notebooks"])
+    shown = det.ok("notebook", "start", "--preview", "-v", "/data:/data", "--config", "x=1")
+    assert "notebook_idle_type: kernels_or_terminals" in shown and "host_path: /data" in shown
+    code, _, err = det.run("notebook", "start", "-v", "nocolon")
+    assert code == 1 and "--volume" in err
+    assert len(api.notebooks.list()["notebooks"]) == before  # neither started a notebook
     code, _, err = det.run("notebook", "kill", "00000000-0000-4000-8000-000000000000")
     assert code == 1 and "not found" in err

@@ -32,11 +32,20 @@ CONTEXT_HELP = (
 
 
 def notebook_config(args: argparse.Namespace) -> dict[str, Any]:
-    """The notebook config of ``--config-file`` with the ``--config`` overrides."""
+    """The notebook config of ``--config-file`` with the ``--config`` overrides (and upstream's
+    ``-v`` bind mounts, kept for scripts)."""
     config: dict[str, Any] = {}
     if args.config_file:
         config = parse_config(read_config_text(args.config_file), args.config_file)
-    return apply_overrides(config, args.config)
+    config = apply_overrides(config, args.config)
+    for volume in args.volume or []:
+        host, sep, container = volume.partition(":")
+        if not sep or not host or not container:
+            raise CliError(f"--volume {volume!r}: expected <host path>:<container path>")
+        config.setdefault("bind_mounts", []).append(
+            {"host_path": host, "container_path": container}
+        )
+    return config
 
 
 def _ids(args: argparse.Namespace, prefixes: list[str]) -> list[str]:
@@ -148,6 +157,9 @@ COMMANDS: list[Any] = [
         ]),
         Cmd("start", start, "start a new notebook", [
             Arg("--config-file", default=None, help="command config file (.yaml)"),
+            Arg("-v", "--volume", action="append", default=[],
+                help="host:container bind mount (kept in the config; no containers in det, so "
+                     "it has no effect)"),
             Arg("-c", "--context", default=None, type=pathlib.Path, help=CONTEXT_HELP),
             Arg("-i", "--include", default=[], action="append", type=pathlib.Path,
                 help="a file or directory to copy into the working directory under its own name"),
