@@ -24,7 +24,7 @@ TIMEOUT = 300
 
 
 @pytest.fixture(scope="module")
-def slurm_master(slurm_cluster: Any, make_module_master: Any) -> Iterator[Any]:
+def shared_master(slurm_cluster: Any, make_module_master: Any) -> Iterator[Any]:
     """A master whose trials run as jobs of the session's Slurm cluster."""
     shared = slurm_cluster.shared_dir
     master = make_module_master(
@@ -50,13 +50,13 @@ def _completed(api: MasterAPI, experiment_id: int) -> list[dict[str, Any]]:
     return trials
 
 
-def test_partitions_are_pools_and_oversize_requests_are_refused(slurm_master: Any) -> None:
-    described = slurm_master.rm.describe()
+def test_partitions_are_pools_and_oversize_requests_are_refused(shared_master: Any) -> None:
+    described = shared_master.rm.describe()
     assert described["type"] == "slurm" and described["default_pool"] == "debug"
     assert set(described["pools"]) == {"debug", "other"}
     assert described["pools"]["other"]["slots"] == 2
     assert (described["slots"], described["slot_type"]) == (4, "cpu")
-    api = MasterAPI(slurm_master.url)
+    api = MasterAPI(shared_master.url)
     agents = api.get("/api/v1/agents")["agents"]
     assert {a["resourcePools"][0] for a in agents} >= {"debug", "other"}
     with pytest.raises(APIError) as info:
@@ -79,9 +79,9 @@ def test_partitions_are_pools_and_oversize_requests_are_refused(slurm_master: An
 
 
 def test_core_api_distributed_example_runs_two_ranks_in_one_job(
-    slurm_master: Any, slurm_cluster: Any
+    shared_master: Any, slurm_cluster: Any
 ) -> None:
-    api = MasterAPI(slurm_master.url)
+    api = MasterAPI(shared_master.url)
     exp = api.create_experiment(
         CORE_API / "4_distributed.yaml",
         CORE_API,
@@ -98,11 +98,11 @@ def test_core_api_distributed_example_runs_two_ranks_in_one_job(
 
 
 def test_adaptive_search_trials_queue_while_the_partition_is_full(
-    slurm_master: Any, slurm_cluster: Any
+    shared_master: Any, slurm_cluster: Any
 ) -> None:
     """Trials of 1 slot in a 2-slot partition: two run, the others wait in det's queue (never more
     than two det jobs at once in Slurm), and every trial completes."""
-    rm = slurm_master.rm
+    rm = shared_master.rm
     seen = {"queued": 0, "running": 0, "slurm_running": 0}
     done = threading.Event()
 
@@ -116,7 +116,7 @@ def test_adaptive_search_trials_queue_while_the_partition_is_full(
 
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
-    api = MasterAPI(slurm_master.url)
+    api = MasterAPI(shared_master.url)
     try:
         exp = api.create_experiment(
             CORE_API / "3_hpsearch.yaml",

@@ -284,8 +284,8 @@ class SlurmResourceManager(ThreadedResourceManager):
             self._signal_locked(allocation_id, signal.SIGKILL)
             return
         del self._jobs[allocation_id]
-        if job.job_id and job.state not in FINAL_STATES:
-            self._background.command("scancel", job.job_id)
+        if job.job_id and not job.exited and job.state not in FINAL_STATES:
+            self._background.command("scancel", job.job_id)  # an exited job ends by itself
         self._background.call(partial(remove_directory, job.directory))
 
     def jobs_snapshot(self) -> list[SlurmJob]:
