@@ -208,7 +208,9 @@ def test_bad_requests_name_the_field(det: Det, user: Session) -> None:
     assert code == 1 and "notebook_idle_type" in err
     code, _, err = det.run("notebook", "start", "--config", "idle_timeout=soon")
     assert code == 1 and "idle_timeout" in err
-    preview = api.notebooks.launch(config={"idle_timeout": "5m"}, preview=True)["config"]
+    answer = api.notebooks.launch(config={"idle_timeout": "5m"}, preview=True)
+    assert answer["notebook"]["id"] == "" and answer["notebook"]["username"] == "determined"
+    preview = answer["config"]
     assert preview["notebook_idle_type"] == "kernels_or_terminals"
     assert preview["resources"]["slots"] == 1
     before = len(api.notebooks.list()["notebooks"])

@@ -57,7 +57,8 @@ def launch_notebook(
     if not isinstance(files, list):
         raise APIError(400, "files: must be a list of files")
     if get(body, "preview"):
-        return {"notebook": None, "config": notebook_config(config), "warnings": []}
+        full = notebook_config(config)
+        return {"notebook": _preview_json(full, principal), "config": full, "warnings": []}
     try:
         context = pack_files(files)
     except ContextError as exc:
@@ -65,6 +66,22 @@ def launch_notebook(
     launch = NotebookLaunch(config=config, context=context)
     view = notebooks_of(request).launch(principal.user, launch)
     return {"notebook": notebook_json(view), "config": view.config, "warnings": []}
+
+
+def _preview_json(config: dict[str, Any], principal: Principal) -> dict[str, Any]:
+    """The zero-valued ``Notebook`` upstream answers a preview with (required fields set)."""
+    return {
+        "id": "",
+        "description": str(config.get("description") or ""),
+        "state": "STATE_UNSPECIFIED",
+        "startTime": "1970-01-01T00:00:00Z",
+        "username": principal.user.username,
+        "userId": principal.user.id,
+        "displayName": principal.user.username,
+        "resourcePool": str((config.get("resources") or {}).get("resource_pool") or "default"),
+        "jobId": "",
+        "workspaceId": 1,
+    }
 
 
 @router.get("/api/v1/notebooks")
