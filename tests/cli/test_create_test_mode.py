@@ -157,6 +157,8 @@ def test_local_test_mode_needs_no_master(det: Det, tmp_path: pathlib.Path) -> No
 
 def test_local_mode_runs_the_experiment_to_its_end(det: Det) -> None:
     context = EXAMPLES / "core_api"
+    code, _, err = det.run("e", "create", "--local", "--paused", str(context / "0_start.yaml"))
+    assert code == 1 and "--paused cannot be used" in err
     result = det.sh("e", "create", "--local", str(context / "1_metrics.yaml"), str(context))
     assert result.returncode == 0, result.stdout + result.stderr
     assert "ended COMPLETED" in result.stdout

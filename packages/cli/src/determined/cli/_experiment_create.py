@@ -103,6 +103,8 @@ def create(args: argparse.Namespace) -> None:
         # Re-serialising drops the file's comments, so only do it when there are overrides.
         config = apply_overrides(config, args.config)
         text = _render.dump_yaml(config)
+    if args.local and args.paused:
+        raise CliError("--local runs the experiment now: --paused cannot be used with it")
     files = _context_files(args)
     if args.local:
         with _local_master.local_master() as session:
@@ -133,8 +135,6 @@ def _submit(
     _print_warnings(created)
     if args.local:
         # Nothing outlives this command's master: follow the trial, then wait for the end.
-        if args.paused:
-            raise CliError("--local runs the experiment now: --paused cannot be used with it")
         follow_first_trial(args, experiment_id)
         _wait_local_end(args, experiment_id)
     elif args.follow_first_trial and not args.paused:
