@@ -135,6 +135,24 @@ def test_test_config_is_single_short_and_keeps_a_checkpoint(det: Det) -> None:
     assert config["searcher"]["name"] == "adaptive_asha"  # the input is not changed
 
 
+def test_every_example_config_makes_a_valid_test_config(api: Session) -> None:
+    """All experiment YAMLs of examples/ (adaptive and distributed ones too), as the master
+    validates them (``validateOnly``): the test config of each is a valid experiment."""
+    from determined.cli._experiment_test_mode import make_test_config
+    from determined.client import create_experiment
+
+    configs = sorted(p for p in EXAMPLES.rglob("*.yaml") if "hydra" not in p.parts)
+    assert len(configs) >= 20
+    for path in configs:
+        test = make_test_config(yaml.safe_load(path.read_text()))
+        resources = test.get("resources") or {}
+        if resources.get("slots_per_trial", 1) > 4:  # this master has 4 slots
+            test["resources"] = {**resources, "slots_per_trial": 2}
+        assert test["searcher"]["name"] == "single", path
+        created = create_experiment(api, test, [], validate_only=True)
+        assert created.id is None, path
+
+
 def test_local_test_mode_needs_no_master(det: Det, tmp_path: pathlib.Path) -> None:
     """The installed ``det`` script with an unreachable master: --local starts its own."""
     context = EXAMPLES / "core_api"
