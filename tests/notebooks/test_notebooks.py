@@ -152,7 +152,10 @@ def test_a_notebook_serves_its_context_behind_the_authenticated_proxy(
     assert notebook_id in det.ok("notebook", "list", "-q")
     config = det.ok("notebook", "config", notebook_id[:8])
     assert "notebook_idle_type: kernels_or_terminals" in config
-    assert "jupyterlab" in det.ok("notebook", "logs", notebook_id).lower()
+    logs = det.ok("notebook", "logs", notebook_id)
+    assert "jupyterlab" in logs.lower()
+    # On the master's own host JupyterLab listens on loopback only, with no token of its own.
+    assert "--ip=127.0.0.1" in logs and "--IdentityProvider.token=" in logs
 
     assert f"Killed notebook {notebook_id}" in det.ok("notebook", "kill", notebook_id[:8])
     ended = terminated(user, notebook_id)
