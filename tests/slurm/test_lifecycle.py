@@ -1,4 +1,5 @@
-"""A trial's life on the slurm RM: pause and resume, a job cancelled from outside det, and det's kill.
+"""A trial's life on the slurm RM: pause and resume, a job cancelled from outside det, det's kill,
+and a crash of det-master while the trial's job runs.
 
 A real master on the session's Slurm cluster (``slurm_master``) runs ``trials/steps.py``, a Core
 API trial of 40 short steps that checkpoints every 5 and resumes from its latest checkpoint.
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+import yaml
 from e2e.harness import MasterAPI
 from slurm_cluster import FINAL_STATES, SlurmCluster
 
@@ -134,3 +136,46 @@ def test_kill_cancels_the_job(slurm_master: Callable[..., Any], slurm: SlurmClus
     (trial,) = api.trials(exp)
     assert trial["restarts"] == 0, api.debug(exp)  # det's own kill is not a lost allocation
     assert len(_det_jobs(slurm, before)) == 1
+
+
+def test_master_crash_cancels_the_orphan_job_and_resumes_from_checkpoint(
+    slurm: SlurmCluster, make_master: Any, tmp_path: pathlib.Path
+) -> None:
+    """det-master dies (SIGKILL) while its trial's job runs; the restarted master cancels that
+    job (it can no longer follow it) and runs the trial again from its latest checkpoint."""
+    before = set(slurm.job_states())
+    shared = slurm.shared_dir / tmp_path.name
+    config_file = tmp_path / "master.yaml"
+    config_file.write_text(
+        yaml.safe_dump(
+            {
+                "checkpoint_storage": str(shared / "checkpoints"),
+                "resource_manager": {
+                    "type": "slurm",
+                    "slurm_conf": str(slurm.conf),
+                    "job_storage_root": str(shared / "jobs"),
+                    "slot_type": "cpu",
+                    "poll_interval": 0.5,
+                },
+            }
+        )
+    )
+    master = make_master(process=True, slots=None, config_file=config_file)
+    api = MasterAPI(master.url)
+    config = {**CONFIG, "name": "crash-the-master", "hyperparameters": {"steps": 80}}
+    exp = api.create_experiment(config, TRIALS)
+    trial_id = api.wait_for(lambda: [t["id"] for t in api.trials(exp)], 60, "the trial")[0]
+    job_id = _running_job(api, slurm, before)
+    _checkpointed(api, trial_id)
+
+    master.kill()
+    assert slurm.job_state(job_id) == "RUNNING"  # Slurm does not know det-master died
+    master.restart()
+    # the old job ends: cancelled by the new master (or failed, its trial cut off from the master)
+    assert slurm.wait_for_job(job_id, FINAL_STATES) in ("CANCELLED", "FAILED")
+    api = MasterAPI(master.url)
+    assert api.wait_experiment(exp, timeout=TIMEOUT) == "STATE_COMPLETED", api.debug(exp)
+    logs = "\n".join(api.logs(trial_id))
+    assert _resumed_step(logs) >= 5
+    assert api.steps(api.metrics(trial_id, "training"))[-1] == 80
+    assert len(_det_jobs(slurm, before)) == 2
