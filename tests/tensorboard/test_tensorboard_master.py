@@ -56,6 +56,10 @@ def test_start_both_experiments_serves_their_metrics_behind_auth(site: Any, det:
     assert isinstance(config, str)
     assert "TensorBoard is serving" in det.ok("tensorboard", "logs", tensorboard_id)
 
+    assert "to 10" in det.ok("tensorboard", "set", "priority", tensorboard_id, "10")
+    assert site.api().get(f"/api/v1/tensorboards/{tensorboard_id}")["tensorboard"]["priority"] == 10
+    code, _, err = det.run("tensorboard", "set", "priority", tensorboard_id, "100")
+    assert code == 1 and "priority" in err
     assert "Killed tensorboard" in det.ok("tensorboard", "kill", tensorboard_id)
     api = site.api()
     api.wait_for(

@@ -1,4 +1,4 @@
-"""``det tensorboard start|list|open|kill|logs|config``: TensorBoard over experiments' and trials'
+"""``det tensorboard start|list|open|kill|logs|config|set priority``: TensorBoard over experiments' and trials'
 event files, run by the master as a task behind its proxy (upstream's commands and messages).
 
 ``start`` waits until TensorBoard answers, prints ``Tensorboard is running at: <url>`` (the master's
@@ -139,6 +139,12 @@ def kill(args: argparse.Namespace) -> None:
             print(_render.colored(f"Skipping: {exc.message} ({type(exc).__name__})", "red"))
 
 
+def set_priority(args: argparse.Namespace) -> None:
+    tensorboard_id = _expand(args, args.tensorboard_id)
+    _session.api(args).tensorboards.set_priority(tensorboard_id, args.priority)
+    print(f"Set priority of tensorboard {tensorboard_id} to {args.priority}")
+
+
 def show_config(args: argparse.Namespace) -> None:
     answer = _session.api(args).tensorboards.get(_expand(args, args.tensorboard_id))
     print(_render.dump_yaml(answer.get("config") or {}), end="")
@@ -206,6 +212,12 @@ COMMANDS = [
         Cmd("kill", kill, "kill TensorBoard instance", [
             Arg("tensorboard_id", help="TensorBoard ID", nargs=argparse.ONE_OR_MORE),
             Arg("-f", "--force", action="store_true", help="ignore errors"),
+        ]),
+        Cmd("set", None, "set TensorBoard attributes", [
+            Cmd("priority", set_priority, "set TensorBoard priority", [
+                Arg("tensorboard_id", help="TensorBoard ID"),
+                Arg("priority", type=int, help="priority"),
+            ]),
         ]),
     ]),
 ]  # fmt: skip

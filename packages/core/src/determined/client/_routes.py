@@ -315,6 +315,9 @@ TENSORBOARD_GET = _route("tensorboards.get", "GET", "/api/v1/tensorboards/{tenso
 TENSORBOARD_KILL = _route(
     "tensorboards.kill", "POST", "/api/v1/tensorboards/{tensorboard_id}/kill", True
 )
+TENSORBOARD_SET_PRIORITY = _route(
+    "tensorboards.set_priority", "POST", "/api/v1/tensorboards/{tensorboard_id}/set_priority", True
+)
 
 # ---- notebooks ------------------------------------------------------------------------------------
 NOTEBOOKS_LIST = _route("notebooks.list", "GET", "/api/v1/notebooks")

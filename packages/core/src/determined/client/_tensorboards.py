@@ -48,3 +48,12 @@ class TensorboardsClient:
     def kill(self, tensorboard_id: str) -> dict[str, Any]:
         """Stop a TensorBoard: ``tensorboard``."""
         return r.call(self.session, r.TENSORBOARD_KILL, body={}, tensorboard_id=tensorboard_id)
+
+    def set_priority(self, tensorboard_id: str, priority: int) -> dict[str, Any]:
+        """Change a TensorBoard's priority (1..99): ``tensorboard``."""
+        return r.call(
+            self.session,
+            r.TENSORBOARD_SET_PRIORITY,
+            body={"priority": priority},
+            tensorboard_id=tensorboard_id,
+        )

@@ -135,6 +135,20 @@ def kill_tensorboard(
     return {"tensorboard": tensorboard_json(view)}
 
 
+@router.post("/api/v1/tensorboards/{tensorboard_id}/set_priority")
+def set_tensorboard_priority(
+    request: Request,
+    tensorboard_id: str,
+    body: dict[str, Any] = Depends(json_body),
+    principal: Principal = Depends(authenticate),
+) -> dict[str, Any]:
+    """Change a TensorBoard's priority (``{"priority": 1..99}``; matters while it waits)."""
+    view = tensorboards_of(request).set_priority(
+        tensorboard_id, body.get("priority"), principal.user
+    )
+    return {"tensorboard": tensorboard_json(view)}
+
+
 @router.delete("/api/v1/experiments/{experiment_id}/tensorboard-files", tags=["Experiments"])
 def delete_tensorboard_files(
     request: Request, experiment_id: int, principal: Principal = Depends(authenticate)

@@ -189,6 +189,11 @@ class Tensorboards:
         self.get(tensorboard_id)
         return self._tasks.kill(tensorboard_id, user)
 
+    def set_priority(self, tensorboard_id: str, priority: Any, user: User) -> TaskView:
+        """Change a TensorBoard's priority (1..99; owner or admin)."""
+        self.get(tensorboard_id)
+        return self._tasks.set_priority(tensorboard_id, priority, user)
+
     # ---------------------------------------------------------------------------- files
 
     def delete_files(self, experiment_id: int) -> None:
