@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from determined.master import searchers as det_searchers
 from determined.optuna._pruned import PrunerScheduler
-from determined.optuna._settings import Settings, read_settings
+from determined.optuna._settings import Settings, read_number, read_settings
 from determined.optuna._space import SearchSpace
 from determined.optuna._study import Study
 from determined.searcher import (
@@ -40,18 +40,12 @@ class _BlankContext(SearchContext):
         return {}
 
 
-def _number(metrics: Mapping[str, Any], name: str, role: str) -> float:
-    if name not in metrics:
-        raise ValueError(
-            f"validation metrics: the searcher {role} {name!r} is missing from the reported "
-            f"metrics (got {sorted(metrics)})"
-        )
-    value = metrics[name]
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise ValueError(
-            f"validation metrics: the searcher {role} {name!r} must be a number, got {value!r}"
-        )
-    return float(value)
+def _num_rungs(settings: Settings) -> int:
+    """As adaptive ASHA caps its rungs: the first rung has a unit, one trial reaches the top."""
+    divisor = float(settings.pruner["divisor"])
+    by_length = int(math.log(float(settings.max_time or 1)) / math.log(divisor)) + 1
+    by_trials = int(math.log(float(settings.max_trials)) / math.log(divisor)) + 1
+    return min(settings.pruner["max_rungs"], by_length, by_trials)
 
 
 def _asha_scheduler(settings: Settings) -> SearchMethod:
@@ -146,10 +140,10 @@ class OptunaSearch(SearchMethod):
     def validation_completed(
         self, ctx: SearchContext, request_id: str, metrics: Mapping[str, Any]
     ) -> list[Action]:
-        value = _number(metrics, self.settings.metric, "metric")
+        value = read_number(metrics, self.settings.metric, "metric")
         self._reports[request_id] = self._reports.get(request_id, 0) + 1
         if self.settings.time_metric is not None:
-            time_value = _number(metrics, self.settings.time_metric, "time_metric")
+            time_value = read_number(metrics, self.settings.time_metric, "time_metric")
             if time_value < 0 or math.isinf(time_value):
                 raise ValueError(
                     f"validation metrics: the searcher time_metric {self.settings.time_metric!r} "

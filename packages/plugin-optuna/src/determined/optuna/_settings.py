@@ -16,6 +16,7 @@ sampler and the early stopping::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -224,3 +225,18 @@ def read_settings(config: Mapping[str, Any]) -> Settings:
         max_time=max_time,
         pruner=_pruner(section.get("pruner"), has_length),
     )
+
+
+def read_number(metrics: Mapping[str, Any], name: str, role: str) -> float:
+    """``metrics[name]`` as a float; ValueError naming the searcher metric when missing or NaN."""
+    if name not in metrics:
+        raise ValueError(
+            f"validation metrics: the searcher {role} {name!r} is missing from the reported "
+            f"metrics (got {sorted(metrics)})"
+        )
+    value = metrics[name]
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ValueError(
+            f"validation metrics: the searcher {role} {name!r} must be a number, got {value!r}"
+        )
+    return float(value)

@@ -141,7 +141,7 @@ class Study:
             study_name=STUDY_NAME,
             direction="minimize" if self.settings.smaller_is_better else "maximize",
         )
-        self.study_id = self.study._study_id
+        self.study_id = self.storage.get_study_id_from_name(STUDY_NAME)
 
     def ask(self) -> tuple[int, dict[str, Any]]:
         """A new trial: its number and its nested det hyperparameters."""
