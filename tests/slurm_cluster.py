@@ -27,6 +27,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -52,6 +53,37 @@ FINAL_STATES = frozenset(
         "OUT_OF_MEMORY",
     }
 )
+
+
+# The watchdog (one small process per cluster): when the test process that owns the cluster is gone
+# without stopping it (killed, interrupted xdist worker), cancel the jobs, stop the daemons and
+# remove the directory, so no Slurm is left running. Argv: owner pid, root, slurm user, daemon pids.
+WATCHDOG = """
+import os, shutil, signal, subprocess, sys, time
+owner, root, user, pids = int(sys.argv[1]), sys.argv[2], sys.argv[3], [int(p) for p in sys.argv[4:]]
+signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+while True:
+    try:
+        os.kill(owner, 0)
+    except ProcessLookupError:
+        break
+    time.sleep(1)
+subprocess.run(["scancel", "--user", user], capture_output=True, timeout=30)
+deadline = time.monotonic() + 15
+while time.monotonic() < deadline:
+    out = subprocess.run(["squeue", "-h"], capture_output=True, text=True, timeout=30).stdout
+    if not out.strip():
+        break
+    time.sleep(0.5)
+for sig in (signal.SIGTERM, signal.SIGKILL):
+    for pid in pids:
+        try:
+            os.killpg(pid, sig)
+        except ProcessLookupError:
+            pass
+    time.sleep(3)
+shutil.rmtree(root, ignore_errors=True)
+"""
 
 
 class SlurmClusterError(RuntimeError):
@@ -244,6 +276,9 @@ class SlurmCluster:
 
     def stop(self, *, remove: bool = True) -> None:
         """Cancel all jobs, stop slurmd, slurmctld and munged (in that order), remove the directory."""
+        watchdog = self._processes.pop("watchdog", None)
+        if watchdog is not None:
+            _terminate(watchdog)
         try:
             if all(p.poll() is None for p in self._processes.values()):
                 self.cancel_all(timeout=30)
@@ -372,11 +407,26 @@ def _start_once(cpus: int, partitions: Sequence[str], timeout: float) -> SlurmCl
     )
     try:
         _start_daemons(cluster)
+        _start_watchdog(cluster)
         cluster.wait_idle(timeout)
     except BaseException:
         cluster.stop()  # the error carries the daemons' logs; nothing is left running
         raise
     return cluster
+
+
+def _start_watchdog(cluster: SlurmCluster) -> None:
+    """The watchdog that stops the cluster if this process dies first (see ``WATCHDOG``)."""
+    pids = [str(p.pid) for p in cluster._processes.values()]
+    user = pwd.getpwuid(os.geteuid()).pw_name
+    cluster._processes["watchdog"] = subprocess.Popen(
+        [sys.executable, "-c", WATCHDOG, str(os.getpid()), str(cluster.root), user, *pids],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**cluster.environ(), "PATH": os.pathsep.join([os.environ.get("PATH", ""), *SBIN])},
+        start_new_session=True,
+    )
 
 
 def _start_daemons(cluster: SlurmCluster) -> None:

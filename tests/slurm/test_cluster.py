@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -82,3 +86,39 @@ def _wait_path(path: Path, timeout: float = 30) -> None:
         if time.monotonic() > deadline:
             pytest.fail(f"{path} never appeared")
         time.sleep(0.05)
+
+
+ORPHAN = """
+import json, os, signal, slurm_cluster
+cluster = slurm_cluster.start_cluster()
+job = cluster.sbatch("sleep 300")
+cluster.wait_for_job(job, ["RUNNING"])
+pids = [p.pid for name, p in cluster._processes.items() if name != "watchdog"]
+print(json.dumps({"root": str(cluster.root), "pids": pids}), flush=True)
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_cluster_of_a_killed_process_is_cleaned_up(slurm_cluster: SlurmCluster) -> None:
+    """A test process killed without teardown leaves no Slurm behind: the watchdog cancels the
+    jobs, stops the daemons and removes the directory. (Needs ``slurm_cluster`` only for the skip.)"""
+    tests = Path(__file__).resolve().parents[1]
+    result = subprocess.run(
+        [sys.executable, "-c", ORPHAN], cwd=tests, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == -signal.SIGKILL, result.stderr
+    started = json.loads(result.stdout.strip().splitlines()[-1])
+    root, pids = Path(started["root"]), started["pids"]
+    deadline = time.monotonic() + 60
+    while root.exists() or any(_alive(pid) for pid in pids):
+        assert time.monotonic() < deadline, f"{root} or daemons {pids} still there"
+        time.sleep(0.2)
+
+
+def _alive(pid: int) -> bool:
+    """The process runs (a zombie nobody reaped yet counts as gone: it has ended)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
