@@ -8,8 +8,10 @@ is ``test_tensorboard_s3.py``.
 
 from __future__ import annotations
 
+import os
 import pathlib
 import re
+import subprocess
 from typing import Any
 
 import pytest
@@ -198,3 +200,33 @@ def test_web_ui_button_opens_tensorboard(site: Any, page: Any) -> None:
     assert tensorboard_id not in selected.url
     listed = site.api().get("/api/v1/tensorboards", users="admin")["tensorboards"]
     assert sorted(tb["trialIds"] for tb in listed) == [[], [trial["id"]]]
+
+
+def test_upstream_cli_starts_and_opens_a_tensorboard(site: Any, tmp_path: pathlib.Path) -> None:
+    """Upstream's own ``det tensorboard start`` (determined==0.38.1, its own venv) against det: the
+    URL it prints (upstream's web UI page ``/det/interactive/...``) leads to the proxied TensorBoard."""
+    from e2e.test_upstream_client import _upstream_python
+
+    det_script = _upstream_python().parent / "det"
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "DET_"))
+    }
+    env.update({"HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+                "DET_MASTER": site.url, "DET_USER": "determined", "DET_PASS": ""})  # fmt: skip
+    result = subprocess.run(
+        [str(det_script), "tensorboard", "start", str(site.experiments["keras"]), "--no-browser"],
+        capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    url = URL_LINE.search(result.stdout).group(1)  # type: ignore[union-attr]
+    assert "/det/interactive/" in url
+    token = site.login("determined")
+    page = requests.get(url, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+    assert page.status_code == 200 and "TensorBoard" in page.text
+    tensorboard_id = page.url.split("/proxy/")[1].split("/")[0]
+    # (upstream's `det tensorboard list` asks for /api/v1/workspaces, which det does not serve)
+    killed = subprocess.run(
+        [str(det_script), "tensorboard", "kill", tensorboard_id],
+        capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert killed.returncode == 0, killed.stdout + killed.stderr
