@@ -3,8 +3,8 @@
 ``start_cluster()`` writes a munge key and a ``slurm.conf`` into a fresh directory under /tmp, starts
 the three daemons in the foreground as children of the test process (each on its own free ports, with
 its own node and cluster name, so several clusters — one per pytest-xdist worker — run side by side),
-and returns once ``sinfo`` reports the node idle. ``SlurmCluster.stop()`` cancels every job, stops the
-daemons and removes the directory.
+and returns once the node is idle. ``SlurmCluster.stop()`` cancels every job, stops the daemons and
+removes the directory; a small watchdog process does the same if the test process dies first.
 
 The node reports ``cpus`` CPUs (4 by default, whatever the machine has: ``SlurmdParameters=
 config_overrides``), shared by CPU between jobs (``select/cons_tres`` with ``CR_CPU``), so a test can
