@@ -45,7 +45,7 @@ def _num_rungs(settings: Settings) -> int:
     divisor = float(settings.pruner["divisor"])
     by_length = int(math.log(float(settings.max_time or 1)) / math.log(divisor)) + 1
     by_trials = int(math.log(float(settings.max_trials)) / math.log(divisor)) + 1
-    return min(settings.pruner["max_rungs"], by_length, by_trials)
+    return min(int(settings.pruner["max_rungs"]), by_length, by_trials)
 
 
 def _asha_scheduler(settings: Settings) -> SearchMethod:

@@ -35,8 +35,8 @@ def _encode(value: float | None) -> float | str | None:
     return str(value)  # "inf", "-inf", "nan": float() reads them back
 
 
-def _decode(value: float | str | None) -> float | None:
-    return None if value is None else float(value)
+def _decode(value: float | str) -> float:
+    return float(value)
 
 
 def make_sampler(settings: Settings, seed: int) -> optuna.samplers.BaseSampler:
@@ -104,7 +104,7 @@ def make_pruner(settings: Settings) -> optuna.pruners.BasePruner:
     if pruner["type"] == "hyperband":
         return optuna.pruners.HyperbandPruner(
             min_resource=pruner["min_resource"],
-            max_resource=settings.max_time,
+            max_resource=settings.max_time or 1,  # the settings refuse hyperband without one
             reduction_factor=pruner["reduction_factor"],
         )
     if pruner["type"] == "median":
