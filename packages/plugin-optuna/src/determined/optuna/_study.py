@@ -201,13 +201,18 @@ class Study:
     def state_dict(self) -> dict[str, Any]:
         """The study as JSON-ready data."""
         trials = []
+        space = self.space.distributions
         for trial in self.storage.get_all_trials(self.study_id, deepcopy=False):
             trials.append(
                 {
                     "state": trial.state.name,
                     "values": None if trial.values is None else [_encode(v) for v in trial.values],
                     "params": dict(trial.params),
-                    "distributions": {
+                    # Omitted when they are the search space's (every trial det created): a
+                    # third of the snapshot otherwise, and it is saved after every event.
+                    "distributions": None
+                    if trial.distributions == space
+                    else {
                         name: od.distribution_to_json(dist)
                         for name, dist in trial.distributions.items()
                     },
@@ -242,9 +247,11 @@ class Study:
                 datetime_start=None,
                 datetime_complete=None,
                 params=dict(saved.get("params") or {}),
-                distributions={
+                distributions=self.space.distributions
+                if saved.get("distributions") is None
+                else {
                     name: od.json_to_distribution(text)
-                    for name, text in (saved.get("distributions") or {}).items()
+                    for name, text in saved["distributions"].items()
                 },
                 user_attrs=dict(saved.get("user_attrs") or {}),
                 system_attrs=dict(saved.get("system_attrs") or {}),
