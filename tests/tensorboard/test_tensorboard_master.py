@@ -201,6 +201,15 @@ def test_web_ui_button_opens_tensorboard(site: Any, page: Any) -> None:
     listed = site.api().get("/api/v1/tensorboards", users="admin")["tensorboards"]
     assert sorted(tb["trialIds"] for tb in listed) == [[], [trial["id"]]]
 
+    # the trial's own page: the TensorBoard of that one trial, reused
+    selected_id = selected.url.split("/proxy/")[1].split("/")[0]
+    page.goto(f"{site.url}/trials/{trial['id']}")
+    with page.expect_popup() as trial_info:
+        page.click("#open-tensorboard")
+    trial_page = trial_info.value
+    trial_page.wait_for_url(re.compile(r".*/proxy/[0-9a-f-]+/.*"))
+    assert selected_id in trial_page.url
+
 
 def test_upstream_cli_starts_and_opens_a_tensorboard(site: Any, tmp_path: pathlib.Path) -> None:
     """Upstream's own ``det tensorboard start`` (determined==0.38.1, its own venv) against det: the

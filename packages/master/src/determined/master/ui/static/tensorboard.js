@@ -1,8 +1,9 @@
 // "Open TensorBoard": start (or reuse) a TensorBoard over an experiment or a selection of trials
 // and open it, through the master's proxy, in a new tab.
 //
-// A button with `data-tensorboard-experiment="ID"` shows that experiment; `#tensorboard-selected`
-// shows the trials whose `.trial-select` boxes are checked. A running TensorBoard of the same
+// A button with `data-tensorboard-experiment="ID"` shows that experiment, one with
+// `data-tensorboard-trial="ID"` that trial; `#tensorboard-selected` shows the trials whose
+// `.trial-select` boxes are checked. A running TensorBoard of the same
 // user over the same experiments and trials is reused, as upstream's web UI does.
 import { api } from "./common.js";
 
@@ -59,11 +60,15 @@ function syncSelectedButton() {
 }
 
 document.addEventListener("click", (event) => {
-  const button = event.target.closest("[data-tensorboard-experiment], #tensorboard-selected");
+  const button = event.target.closest(
+    "[data-tensorboard-experiment], [data-tensorboard-trial], #tensorboard-selected",
+  );
   if (!button) return;
   if (button.id === "tensorboard-selected") {
     const trialIds = selectedTrials();
     if (trialIds.length) openTensorBoard({ trialIds });
+  } else if (button.dataset.tensorboardTrial) {
+    openTensorBoard({ trialIds: [Number(button.dataset.tensorboardTrial)] });
   } else {
     openTensorBoard({ experimentIds: [Number(button.dataset.tensorboardExperiment)] });
   }
