@@ -312,6 +312,8 @@ def _terminate(process: subprocess.Popen[bytes], timeout: float = 15) -> None:
 
 def _slurm_conf(cluster: SlurmCluster, user: str, munge_socket: Path) -> str:
     root = cluster.root
+    # slurmctld compares the short host name with SlurmctldHost; it is reached on 127.0.0.1
+    host = socket.gethostname().split(".")[0]
     partitions = "\n".join(
         f"PartitionName={p} Nodes={cluster.node} Default={'YES' if p == cluster.default_partition else 'NO'}"
         " MaxTime=INFINITE State=UP OverSubscribe=NO"
@@ -320,7 +322,7 @@ def _slurm_conf(cluster: SlurmCluster, user: str, munge_socket: Path) -> str:
     return f"""\
 # Written by tests/slurm_cluster.py for one test session; removed when the cluster stops.
 ClusterName={cluster.name}
-SlurmctldHost={socket.gethostname()}(127.0.0.1)
+SlurmctldHost={host}(127.0.0.1)
 SlurmctldPort={cluster.ctld_port}
 SlurmdPort={cluster.slurmd_port}
 SlurmUser={user}
@@ -355,7 +357,7 @@ MinJobAge=300
 InactiveLimit=0
 MessageTimeout=30
 MailProg=/bin/true
-NodeName={cluster.node} NodeHostname={socket.gethostname()} NodeAddr=127.0.0.1 CPUs={cluster.cpus} State=UNKNOWN
+NodeName={cluster.node} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={cluster.cpus} State=UNKNOWN
 {partitions}
 """
 
