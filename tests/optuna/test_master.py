@@ -130,7 +130,8 @@ def test_a_64_trial_tpe_asha_search_runs_to_completion(
         assert hp["layers"] in (1, 2, 3) and hp["act"] in ("relu", "tanh")
     exp = api.experiment(exp_id)
     assert exp["searcherType"] == "optuna" and exp["progress"] == 1.0
-    # TPE learned: the later half of the trials is closer to the optimum (lr 10**-2.5) than the first
+    # TPE learned: its last 16 proposals are closer to the optimum (lr 10**-2.5) than the 8 random
+    # startup trials (about 1.06 decades off on average for random points of [-4, 0])
     by_id = sorted(trials, key=lambda t: t["id"])
 
     def error(trial: dict[str, Any]) -> float:
@@ -138,8 +139,8 @@ def test_a_64_trial_tpe_asha_search_runs_to_completion(
 
         return abs(math.log10(trial["hparams"]["lr"]) + 2.5)
 
-    first, last = by_id[:16], by_id[-16:]
-    assert sum(map(error, last)) < sum(map(error, first))
+    startup, last = by_id[:8], by_id[-16:]
+    assert sum(map(error, last)) / 16 < sum(map(error, startup)) / 8
 
 
 def _alive(pid: int) -> bool:
