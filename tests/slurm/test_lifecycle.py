@@ -81,7 +81,8 @@ def test_job_scancelled_from_outside_restarts_from_checkpoint(
     assert trial["state"] == "STATE_COMPLETED", api.debug(exp)
     assert trial["restarts"] == 1, api.debug(exp)
     logs = "\n".join(api.logs(trial_id))
-    assert f"Slurm job {job_id}" in logs, logs  # the master says why the trial restarted
+    # the master says why the trial restarted
+    assert f"Slurm job {job_id} was ended by Slurm (CANCELLED" in logs, logs
     assert _resumed_step(logs) >= 5
     assert api.steps(api.metrics(trial_id, "training"))[-1] == 40
     jobs = _det_jobs(slurm, before)
