@@ -24,6 +24,7 @@ from determined.experimental import client as sdk
 from determined.tensorboard import trial_storage_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+HERE = pathlib.Path(__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
@@ -239,3 +240,40 @@ def test_upstream_cli_starts_and_opens_a_tensorboard(site: Any, tmp_path: pathli
         capture_output=True, text=True, env=env, timeout=120, cwd=tmp_path,
     )  # fmt: skip
     assert killed.returncode == 0, killed.stdout + killed.stderr
+
+
+def test_a_running_trial_shows_up_and_grows(site: Any) -> None:
+    """A Core API trial still running (no checkpoint yet): its scalars reach TensorBoard while it
+    runs, and keep growing (det uploads after metric reports; the task syncs new bytes)."""
+    api = site.api()
+    exp_id = api.create_experiment(
+        {"name": "tb-live", "entrypoint": "python3 live_scalars.py", "max_restarts": 0,
+         "searcher": {"name": "single", "metric": "live", "max_length": 1000000}},
+        HERE / "trials" / "live",
+    )  # fmt: skip
+    try:
+        launched = api.post("/api/v1/tensorboards", {"experimentIds": [exp_id]})["tensorboard"]
+        url = f"{site.url}/proxy/{launched['id']}/"
+        auth = {"Authorization": f"Bearer {site.login('determined')}"}
+
+        def points() -> int:
+            answer = requests.get(url + "data/plugin/scalars/tags", headers=auth, timeout=30)
+            if answer.status_code != 200:
+                return 0
+            runs = [run for run, tags in answer.json().items() if "live" in tags]
+            if not runs:
+                return 0
+            series = requests.get(
+                url + "data/plugin/scalars/scalars",
+                params={"run": runs[0], "tag": "live"},
+                headers=auth,
+                timeout=30,
+            ).json()
+            return len(series)
+
+        first = api.wait_for(points, 180, "the running trial's scalars")
+        api.wait_for(lambda: points() > first, 120, "more scalars of the running trial")
+        assert api.experiment(exp_id)["state"] == "STATE_ACTIVE"
+        api.post(f"/api/v1/tensorboards/{launched['id']}/kill")
+    finally:
+        api.post(f"/api/v1/experiments/{exp_id}/kill")

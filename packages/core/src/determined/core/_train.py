@@ -67,6 +67,9 @@ class TrainContext:
                 for r in reports
             ]
             backend.report_trial_metrics_batch(trial_id, bodies)
+            # AUTO: TensorBoard files follow the metrics (at most once a second), on this
+            # background thread, so a report stays cheap for the caller.
+            self._sync_tensorboard()
 
         self._shipper = _metrics.MetricsShipper(send)
 
