@@ -147,3 +147,26 @@ def test_legacy_max_length_and_maximizing(optuna_config_factory: Callable[..., d
     assert (method.settings.time_metric, method.settings.max_time) == ("epochs", 9)
     assert method.study.study.direction.name == "MAXIMIZE"
     assert method.settings.pruner == {"type": "asha", "divisor": 4, "max_rungs": 5}
+
+
+def test_plugin_discovery_does_not_import_optuna() -> None:
+    # Every trial process builds the plugin manager: the entry point must stay light.
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\nfrom determined.core import plugins\nplugins.get_plugin_manager()\n"
+        "assert plugins.get_plugin_manager().get_plugin('optuna') is not None\n"
+        "print('optuna' in sys.modules)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DET_DISABLE_PLUGIN_AUTOLOAD"}
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+        env=env,
+    )
+    assert out.stdout.strip() == "False"
