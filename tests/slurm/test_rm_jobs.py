@@ -1,6 +1,7 @@
 """The Slurm resource manager's jobs against other users' jobs on the real single-node cluster: a
 request Slurm holds back stays unassigned until the job runs, a job cancelled while still pending
-is submitted again, and ``reap_orphan`` cancels only det's jobs."""
+is submitted again, one that cannot start the trial fails its launch, and ``reap_orphan``
+cancels only det's jobs."""
 
 from __future__ import annotations
 
@@ -117,3 +118,32 @@ def test_job_directories_are_removed_once_released(
     assert events.messages("5.clean.1") == ["bye"]
     rm.release("5.clean.1")
     _wait(lambda: not job_dir.exists(), "job directory removed")
+
+
+def test_a_job_that_cannot_start_the_trial_fails_the_launch(
+    slurm: Any, events: EventsRecorder, tmp_path: pathlib.Path
+) -> None:
+    """A misconfigured cluster (here a PATH without the Slurm commands, so the job's helper finds
+    no scontrol): the job fails before it describes its nodes; the launch reports the error with
+    the job's stderr instead of submitting the job again and again."""
+    from determined.master.testing.rm_suite import python_spec
+
+    config = {
+        "type": "slurm",
+        "slurm_conf": str(slurm.conf),
+        "job_storage_root": str(slurm.shared_dir / "rm-broken"),
+        "poll_interval": 0.3,
+        "sbatch_args": ["--export=PATH=/nonexistent"],
+    }
+    manager = SlurmResourceManager(parse_config(config))
+    manager.start(events)
+    try:
+        manager.submit(make_request("6.broken.1", 1))
+        assignment = events.wait_assigned("6.broken.1")
+        manager.launch(python_spec(tmp_path, assignment, "print('never')\n"))
+        exit_code, error = events.wait_exited("6.broken.1")
+        assert exit_code is None and error is not None
+        assert "before it could start the trial" in error, error
+        assert "scontrol" in error, error  # the job's own stderr says why
+    finally:
+        manager.close()

@@ -59,6 +59,8 @@ class SlurmJob:
     released: bool = False
     lost: str | None = None
     exited: bool = False
+    look_at: float = 0.0
+    look_delay: float = 0.05
     tails: list[FileTail] = field(default_factory=list)
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -152,6 +154,18 @@ def outcome(job: SlurmJob, exit_info: dict[str, Any] | None) -> tuple[int | None
     if job.state == "FAILED":
         return None, f"{where} failed before its ranks finished (see its stderr above)"
     return None, f"{where} is gone from Slurm's queue ({job.state})"
+
+
+def stderr_tail(job: SlurmJob, lines: int = 3) -> str:
+    """The last lines the job wrote on stderr (for an error message)."""
+    try:
+        with open(job.directory / _job.STDERR_FILE, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 4096))
+            text = f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    return " | ".join(line.strip() for line in text.strip().splitlines()[-lines:])
 
 
 def exit_file_due(job: SlurmJob, now: float) -> bool:

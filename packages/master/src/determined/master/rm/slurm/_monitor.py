@@ -14,6 +14,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from determined.master.rm._types import Assignment
 from determined.master.rm.slurm._commands import FINAL_STATES, SlurmError, parse_squeue, squeue_argv
 from determined.master.rm.slurm._jobs import (
     SlurmJob,
@@ -22,6 +23,7 @@ from determined.master.rm.slurm._jobs import (
     outcome,
     read_assignment,
     read_exit,
+    stderr_tail,
 )
 
 if TYPE_CHECKING:
@@ -31,6 +33,10 @@ logger = logging.getLogger("determined.master.rm")
 
 TICK_S = 0.05
 """How often the job directories are looked at."""
+QUIET_LOOK_S = 1.0
+"""Longest time between two looks at the output of a running job that writes nothing."""
+WAITING_LOOK_S = 0.2
+"""Longest time between two looks for the start of a job (a stat of one file)."""
 VANISH_S = 30.0
 """A job id squeue has never shown this long after sbatch answered is taken as gone."""
 
@@ -92,6 +98,8 @@ class Monitor:
                 status = statuses.get(str(job.job_id))
                 if status is not None:
                     job.seen = True
+                    if status.state != job.state:
+                        job.look_at = 0.0  # Slurm moved it: look at its files now
                     job.state, job.reason = status.state, status.reason
                 elif job.seen or now - job.submitted_at > VANISH_S:
                     job.state = "GONE" if job.state not in FINAL_STATES else job.state
@@ -99,50 +107,85 @@ class Monitor:
                     job.ended_at = now
 
     def _look(self, job: SlurmJob, now: float) -> None:
-        rm = self._rm
-        if job.exited or (job.released and not job.launched):
+        """One look at a job; quiet jobs are looked at less and less often (a shared fs)."""
+        if job.exited or (job.released and not job.launched) or now < job.look_at:
             return
+        if self._step(job, now):
+            job.look_delay = TICK_S
+        else:
+            longest = QUIET_LOOK_S if job.assignment is not None else WAITING_LOOK_S
+            job.look_delay = min(max(job.look_delay, TICK_S) * 2, longest)
+        job.look_at = now + job.look_delay
+
+    def _step(self, job: SlurmJob, now: float) -> bool:
+        """Move the job on as far as its files and Slurm's view say; whether anything changed."""
+        rm = self._rm
         if job.job_id is None:
             if not job.submitting and job.submit_error and now >= job.retry_at:
                 with rm._cond:
                     job.submitting = True
                 rm.submit_job(job)
-            return
+            return False
         ended = job.ended_at is not None
         if job.assignment is None:
             if ended:
-                # Ended before it ever ran (cancelled while pending): submit it again.
-                logger.warning(
-                    "slurm: job %s of allocation %s ended before it started (%s); resubmitting",
-                    job.job_id,
-                    job.allocation_id,
-                    job.state,
-                )
-                with rm._cond:
-                    job.job_id, job.submitting = None, True
-                rm.submit_job(job)
-                return
+                self._ended_unassigned(job)
+                return True
             assignment = read_assignment(job)
-            if assignment is not None:
-                with rm._cond:
-                    job.assignment = assignment
-                rm.assigned(job)
-            return
+            if assignment is None:
+                return False
+            with rm._cond:
+                job.assignment = assignment
+            rm.assigned(job)
+            return True
         if not job.launched:
-            if ended:
+            if ended and job.lost is None:
                 with rm._cond:
                     _, job.lost = outcome(job, None)
-            return
+            return False
         if not job.running:
-            return
+            return True  # being staged: look again soon
         exit_info = read_exit(job)
         if exit_info is None and not (ended and (job.kill_requested or exit_file_due(job, now))):
             lines = [line for tail in job.tails for line in tail.read()]
             if lines:
                 rm._notify("allocation_log", job.allocation_id, lines)
-            return
+            return bool(lines) or ended
         if exit_info is None:
             exit_info = read_exit(job)  # written just before Slurm's end was seen
         lines = drain(job, exit_info.get("sizes") if exit_info else None)
         exit_code, error = outcome(job, exit_info)
         rm.finish(job, lines, exit_code, error)
+        return True
+
+    def _ended_unassigned(self, job: SlurmJob) -> None:
+        """A job that ended before its helper described the nodes.
+
+        Cancelled, preempted or lost while pending: it never ran, so it is submitted again. Ran
+        and ended on its own (FAILED/COMPLETED): the helper could not start on the node (no
+        Python at the master's path, a broken shared fs); the allocation is assigned with the
+        error, so the master's launch reports it as the trial's failure instead of retrying
+        forever.
+        """
+        rm = self._rm
+        if job.state in ("FAILED", "COMPLETED"):
+            error = (
+                f"Slurm job {job.job_id} ended ({job.state}) before it could start the trial:"
+                f" {stderr_tail(job) or 'no output'}"
+            )
+            logger.error("slurm: allocation %s: %s", job.allocation_id, error)
+            slots = job.request.slots
+            with rm._cond:
+                job.lost = error
+                job.assignment = Assignment(job.allocation_id, list(range(slots)), [""], [slots])
+            rm.assigned(job)
+            return
+        logger.warning(
+            "slurm: job %s of allocation %s ended before it started (%s); resubmitting",
+            job.job_id,
+            job.allocation_id,
+            job.state,
+        )
+        with rm._cond:
+            job.job_id, job.submitting = None, True
+        rm.submit_job(job)

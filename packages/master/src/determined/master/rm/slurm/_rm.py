@@ -235,6 +235,7 @@ class SlurmResourceManager(ThreadedResourceManager):
         self._notify("allocation_started", job.allocation_id, int(job.job_id))
         with self._cond:
             job.running = True
+            job.look_at, job.look_delay = 0.0, 0.0
             pending = job.pending_signal
             if pending is not None and not job.kill_requested:
                 self._signal_locked(job.allocation_id, pending)
@@ -264,6 +265,7 @@ class SlurmResourceManager(ThreadedResourceManager):
             return
         if signum == signal.SIGKILL:
             job.kill_requested = True
+            job.look_at = 0.0
             if job.job_id:
                 self._background.command("scancel", "--signal=KILL", "--full", job.job_id)
                 self._background.command("scancel", job.job_id)
