@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+import slurm_cluster
 from slurm_cluster import FINAL_STATES, SlurmCluster
 
 
@@ -122,3 +123,14 @@ def _alive(pid: int) -> bool:
     except (FileNotFoundError, ProcessLookupError):
         return False
     return stat.rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+
+
+def test_missing_packages_give_the_skip_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where Slurm is not installed the fixtures skip, naming what is missing and how to install it."""
+    monkeypatch.setattr(slurm_cluster, "_which", lambda name: None if name == "slurmd" else name)
+    reason = slurm_cluster.missing_reason()
+    assert reason is not None
+    assert (
+        "slurmd missing" in reason
+        and "apt-get install slurmctld slurmd slurm-client munge" in reason
+    )
