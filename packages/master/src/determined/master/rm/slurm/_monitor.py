@@ -84,6 +84,8 @@ class Monitor:
                     self._squeue(active)
             except SlurmError as exc:
                 logger.warning("slurm: %s", exc)
+            except Exception:  # never let the one thread that follows every job die
+                logger.exception("slurm: polling Slurm failed")
             for job in jobs:
                 try:
                     self._look(job, now)

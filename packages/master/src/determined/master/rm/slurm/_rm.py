@@ -206,7 +206,10 @@ class SlurmResourceManager(ThreadedResourceManager):
         job = self._jobs[spec.allocation_id]
         job.launched = True
         threading.Thread(
-            target=self._stage, args=(job, spec), name=f"det-rm-slurm-stage-{job.job_id}"
+            target=self._stage,
+            args=(job, spec),
+            name=f"det-rm-slurm-stage-{job.job_id}",
+            daemon=True,
         ).start()
         return job.done
 
@@ -214,15 +217,7 @@ class SlurmResourceManager(ThreadedResourceManager):
         error = job.lost
         if error is None:
             try:
-                _script.stage_launch(
-                    job.directory,
-                    argv=list(spec.argv),
-                    cwd=spec.cwd,
-                    env=dict(spec.env),
-                    startup_hook=spec.startup_hook,
-                    cuda=job.cuda,
-                    slots=job.request.slots,
-                )
+                _script.stage_launch(job.directory, spec, cuda=job.cuda, slots=job.request.slots)
             except (OSError, ValueError) as exc:
                 error = f"staging the trial into {job.directory} failed: {exc}"
         if error is not None:

@@ -25,6 +25,7 @@ import shutil
 import sys
 from typing import Any
 
+from determined.master.rm._types import LaunchSpec
 from determined.master.rm.ray._run import task_environment
 from determined.master.rm.slurm import _job
 from determined.master.rm.slurm._commands import Partition
@@ -115,18 +116,10 @@ def prepare_job_dir(job_dir: pathlib.Path, *, cuda: bool) -> pathlib.Path:
     return script
 
 
-def stage_launch(
-    job_dir: pathlib.Path,
-    *,
-    argv: list[str],
-    cwd: str,
-    env: dict[str, str],
-    startup_hook: str | None,
-    cuda: bool,
-    slots: int,
-) -> None:
+def stage_launch(job_dir: pathlib.Path, spec: LaunchSpec, *, cuda: bool, slots: int) -> None:
     """Copy the prepared context into the job directory and write ``launch.json`` last (the
     job starts the ranks once it appears)."""
+    cwd, env, startup_hook = spec.cwd, dict(spec.env), spec.startup_hook
     work = job_dir / _job.WORK_DIR
     if work.exists():
         shutil.rmtree(work)
@@ -139,7 +132,7 @@ def stage_launch(
     task_env, path_prefix = task_environment(env)
     hook = os.path.relpath(startup_hook, cwd) if startup_hook else None
     launch = {
-        "argv": list(argv),
+        "argv": list(spec.argv),
         "env": task_env,
         "path_prefix": path_prefix,
         "startup_hook": hook,
