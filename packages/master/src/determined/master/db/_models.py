@@ -60,6 +60,8 @@ class User(Base):
     last_auth_at: Mapped[datetime.datetime | None] = mapped_column(
         DateTime(timezone=True), nullable=True
     )
+    agent_user_group: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    """``{agentUid, agentGid, agentUser, agentGroup}`` the user's tasks run as, or NULL."""
 
 
 class UserSession(Base):
@@ -75,6 +77,8 @@ class UserSession(Base):
     revoked_at: Mapped[datetime.datetime | None] = mapped_column(
         DateTime(timezone=True), nullable=True
     )
+    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    """An access token's description (``token_type`` ACCESS_TOKEN rows are access tokens)."""
 
 
 class Experiment(Base):
@@ -93,7 +97,7 @@ class Experiment(Base):
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     parent_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     owner_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
-    project_id: Mapped[int] = mapped_column(Integer, default=1)
+    project_id: Mapped[int] = mapped_column(Integer, default=1, index=True)
     job_id: Mapped[str] = mapped_column(String(64), default="")
     progress: Mapped[float | None] = mapped_column(Float, nullable=True)
     notes: Mapped[str] = mapped_column(Text, default="")
