@@ -147,3 +147,26 @@ def test_a_job_that_cannot_start_the_trial_fails_the_launch(
         assert "scontrol" in error, error  # the job's own stderr says why
     finally:
         manager.close()
+
+
+def test_experiment_sbatch_args_reach_the_job_and_bad_ones_fail_the_launch(
+    slurm: Any, rm: SlurmResourceManager, events: EventsRecorder, tmp_path: pathlib.Path
+) -> None:
+    """The experiment's ``slurm.sbatch_args`` (upstream's spelling) are added to its jobs; an
+    option sbatch refuses fails the trial's launch with sbatch's message (no retry loop)."""
+    from determined.master.testing.rm_suite import python_spec
+
+    options = {"slurm": {"sbatch_args": ["--time=7", "--comment=from-the-experiment"]}}
+    rm.submit(make_request("7.args.1", 1, options=options))
+    events.wait_assigned("7.args.1")
+    job_id = (_job_of(rm, "7.args.1") or {})["job_id"]
+    shown = slurm.run("scontrol", "show", "job", str(job_id)).stdout
+    assert "TimeLimit=00:07:00" in shown and "Comment=from-the-experiment" in shown, shown
+    rm.release("7.args.1")
+
+    bad = {"slurm": {"sbatch_args": ["--no-such-sbatch-option"]}}
+    rm.submit(make_request("7.bad.1", 1, options=bad))
+    assignment = events.wait_assigned("7.bad.1")
+    rm.launch(python_spec(tmp_path, assignment, "print('never')\n"))
+    exit_code, error = events.wait_exited("7.bad.1")
+    assert exit_code is None and "sbatch refused the job" in str(error), error

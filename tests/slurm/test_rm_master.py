@@ -9,6 +9,7 @@ each other while the partition is full.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -101,8 +102,10 @@ def test_adaptive_search_trials_queue_while_the_partition_is_full(
     shared_master: Any, slurm_cluster: Any
 ) -> None:
     """Trials of 1 slot in a 2-slot partition: two run, the others wait in det's queue (never more
-    than two det jobs at once in Slurm), and every trial completes."""
+    than two det jobs at once in Slurm), and every trial completes. The experiment's ``slurm``
+    section (upstream's spelling) adds its ``sbatch_args`` to each trial's job."""
     rm = shared_master.rm
+    marker = str(time.time_ns())
     seen = {"queued": 0, "running": 0, "slurm_running": 0}
     done = threading.Event()
 
@@ -123,6 +126,7 @@ def test_adaptive_search_trials_queue_while_the_partition_is_full(
             CORE_API,
             overrides={
                 "resources": {"slots_per_trial": 1, "resource_pool": "other"},
+                "slurm": {"sbatch_args": [f"--comment=search-{marker}"]},
                 "searcher": {
                     "name": "adaptive_asha",
                     "metric": "validation_loss",
@@ -143,3 +147,6 @@ def test_adaptive_search_trials_queue_while_the_partition_is_full(
     assert seen["queued"] >= 1, seen
     assert seen["running"] == 2 and seen["slurm_running"] <= 2, seen
     assert rm.describe()["used"] == 0
+    # the experiment's `slurm.sbatch_args` went into every job of its trials
+    jobs = slurm_cluster.run("squeue", "-h", "-t", "all", "-o", "%k").stdout.split()
+    assert jobs.count(f"search-{marker}") == 5, jobs

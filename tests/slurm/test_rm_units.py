@@ -265,3 +265,40 @@ def test_outcome_of_a_job(tmp_path: pathlib.Path) -> None:
     code, error = outcome(_job(tmp_path, state="CANCELLED"), None)
     assert code is None and "ended by Slurm" in str(error)
     assert outcome(_job(tmp_path, state="GONE"), None)[1] is not None
+
+
+def test_the_experiments_slurm_section_shapes_the_job(tmp_path: pathlib.Path) -> None:
+    gpus = Partition("gpu", gpus=16, max_gpus_per_node=8)
+    options = sbatch_options(
+        allocation_id="6.1",
+        slots=8,
+        partition=gpus,
+        slot_type="cuda",
+        cpus_per_slot=None,
+        gres_supported=True,
+        job_dir=tmp_path,
+        extra=("--time=60",),
+        experiment={"slots_per_node": 4, "gpu_type": "a100", "sbatch_args": ["--time=5"]},
+    )
+    assert {"--nodes=2", "--ntasks-per-node=4", "--gres=gpu:a100:4"} <= set(options)
+    assert options[-2:] == ["--time=60", "--time=5"]  # the experiment's come last: they win
+    cpus = sbatch_options(
+        allocation_id="6.2",
+        slots=6,
+        partition=Partition("debug", cpus=64),
+        slot_type="cpu",
+        cpus_per_slot=None,
+        gres_supported=True,
+        job_dir=tmp_path,
+        experiment={"slots_per_node": 2},
+    )
+    assert {"--ntasks=6", "--ntasks-per-node=2"} <= set(cpus)
+
+
+def test_transient_errors_are_told_apart() -> None:
+    from determined.master.rm.slurm._commands import is_transient
+
+    assert is_transient(SlurmError("sbatch exited 1: Socket timed out on send/recv operation"))
+    assert is_transient(SlurmError("sbatch exited 1: Unable to contact slurm controller"))
+    assert not is_transient(SlurmError("sbatch exited 1: invalid partition specified: gpu"))
+    assert not is_transient(SlurmError("sbatch exited 255: unrecognized option '--nope'"))

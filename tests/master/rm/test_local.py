@@ -358,7 +358,7 @@ def test_resource_manager_facade():
     assert rm.describe()["slots"] == 3
     assert isinstance(resource_manager({}), LocalResourceManager)  # idempotent set-up
     with pytest.raises(ValueError, match=r"resource_manager\.type: no resource manager plugin"):
-        resource_manager({"type": "slurm"})
+        resource_manager({"type": "kubernetes"})
     with pytest.raises(ValueError, match=r"resource_manager\.slots"):
         resource_manager({"slots": "8"})
     with pytest.raises(ValueError, match=r"resource_manager\.slot_type"):

@@ -122,6 +122,7 @@ class Allocations:
             max_slots=exp.max_slots,
             submitted_at=time.time(),
             resource_pool=resources.get("resource_pool") or "default",
+            options={"slurm": dict(exp.config.get("slurm") or {})},
         )
         master_log(
             session,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 """Severity prefixes recognised at the start of a log line (after an optional rank prefix)."""
@@ -44,6 +44,9 @@ class AllocationRequest:
         max_slots: cap on the slots used at once by all allocations of ``job_id``.
         resource_pool: the pool asked for (the local RM has one, ``"default"``).
         submitted_at: ``time.time()`` of submission; orders requests inside a priority.
+        options: settings for one kind of resource manager, by its name (the experiment's
+            ``slurm`` section for the Slurm RM: ``sbatch_args``, ``gpu_type``,
+            ``slots_per_node``); others ignore them.
     """
 
     allocation_id: str
@@ -55,6 +58,7 @@ class AllocationRequest:
     max_slots: int | None = None
     resource_pool: str = "default"
     submitted_at: float = 0.0
+    options: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.allocation_id:

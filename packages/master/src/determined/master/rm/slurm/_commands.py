@@ -75,6 +75,20 @@ def run_command(argv: list[str], env: dict[str, str], timeout: float = COMMAND_T
     return result.stdout
 
 
+_TRANSIENT = re.compile(
+    r"timed out|no answer|unable to contact|try again|temporarily|not responding|connection",
+    re.IGNORECASE,
+)
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a failed command may succeed when tried again (slurmctld busy or unreachable),
+    rather than being refused for good (an invalid option, account or partition)."""
+    return isinstance(error, OSError) or (
+        isinstance(error, SlurmError) and bool(_TRANSIENT.search(str(error)))
+    )
+
+
 @dataclass(frozen=True)
 class JobStatus:
     """One job as ``squeue`` shows it."""

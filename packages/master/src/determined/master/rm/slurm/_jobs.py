@@ -108,6 +108,15 @@ def read_assignment(job: SlurmJob) -> Assignment | None:
     )
 
 
+def failed_start(job: SlurmJob, error: str) -> None:
+    """Mark ``job`` as unable to ever run the trial (call with the RM's lock held): it is
+    assigned with ``error``, so the master's launch reports the error as the trial's failure
+    (``max_restarts`` applies) instead of the RM retrying forever."""
+    slots = job.request.slots
+    job.lost = error
+    job.assignment = Assignment(job.allocation_id, list(range(slots)), [""], [slots])
+
+
 def read_exit(job: SlurmJob) -> dict[str, Any] | None:
     """The batch helper's ``exit.json`` (exit code, output sizes) once written, else None."""
     try:

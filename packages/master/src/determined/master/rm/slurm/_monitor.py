@@ -14,12 +14,12 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from determined.master.rm._types import Assignment
 from determined.master.rm.slurm._commands import FINAL_STATES, SlurmError, parse_squeue, squeue_argv
 from determined.master.rm.slurm._jobs import (
     SlurmJob,
     drain,
     exit_file_due,
+    failed_start,
     outcome,
     read_assignment,
     read_exit,
@@ -123,7 +123,7 @@ class Monitor:
         """Move the job on as far as its files and Slurm's view say; whether anything changed."""
         rm = self._rm
         if job.job_id is None:
-            if not job.submitting and job.submit_error and now >= job.retry_at:
+            if job.lost is None and not job.submitting and job.submit_error and now >= job.retry_at:
                 with rm._cond:
                     job.submitting = True
                 rm.submit_job(job)
@@ -176,10 +176,8 @@ class Monitor:
                 f" {stderr_tail(job) or 'no output'}"
             )
             logger.error("slurm: allocation %s: %s", job.allocation_id, error)
-            slots = job.request.slots
             with rm._cond:
-                job.lost = error
-                job.assignment = Assignment(job.allocation_id, list(range(slots)), [""], [slots])
+                failed_start(job, error)
             rm.assigned(job)
             return
         logger.warning(

@@ -34,13 +34,14 @@ from determined.master.rm.slurm._commands import (
     FINAL_STATES,
     Background,
     SlurmError,
+    is_transient,
     parse_sbatch,
     parse_sinfo,
     run_command,
     sinfo_argv,
 )
 from determined.master.rm.slurm._config import SlurmConfig
-from determined.master.rm.slurm._jobs import SlurmJob, reap_job, remove_directory
+from determined.master.rm.slurm._jobs import SlurmJob, failed_start, reap_job, remove_directory
 from determined.master.rm.slurm._monitor import Monitor
 from determined.master.rm.slurm._pools import Pools
 
@@ -177,6 +178,7 @@ class SlurmResourceManager(ThreadedResourceManager):
                 gres_supported=self.config.gres_supported,
                 job_dir=job.directory,
                 extra=self.config.sbatch_args,
+                experiment=job.request.options.get("slurm"),
             )
             job_id = parse_sbatch(self.run("sbatch", *options, str(script)))
         except (SlurmError, OSError, ValueError, KeyError) as exc:
@@ -185,6 +187,10 @@ class SlurmResourceManager(ThreadedResourceManager):
                 job.submitting = False
                 job.submit_error = str(exc)
                 job.retry_at = time.monotonic() + SUBMIT_RETRY_S
+                if not is_transient(exc):  # the launch reports it: the trial fails, no retry loop
+                    failed_start(job, f"sbatch refused the job: {exc}")
+            if job.assignment is not None:
+                self.assigned(job)
             return
         logger.info("slurm: allocation %s is job %s", job.allocation_id, job_id)
         with self._cond:

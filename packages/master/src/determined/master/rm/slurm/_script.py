@@ -62,8 +62,16 @@ def sbatch_options(
     gres_supported: bool,
     job_dir: pathlib.Path,
     extra: tuple[str, ...] = (),
+    experiment: dict[str, Any] | None = None,
 ) -> list[str]:
-    """The ``sbatch`` options of an allocation of ``slots`` in ``partition`` (see module doc)."""
+    """The ``sbatch`` options of an allocation of ``slots`` in ``partition`` (see module doc).
+
+    ``experiment`` is the experiment's ``slurm`` section: ``slots_per_node`` caps the tasks (GPUs)
+    per node, ``gpu_type`` names the GRES type (``--gres=gpu:a100:N``), ``sbatch_args`` come
+    last (after the master's ``extra``), so they override it.
+    """
+    experiment = experiment or {}
+    per_node_cap = int(experiment.get("slots_per_node") or 0)
     options = [
         f"--job-name={job_name(allocation_id)}",
         f"--partition={partition.name}",
@@ -74,20 +82,28 @@ def sbatch_options(
         "--parsable",
     ]
     if slot_type == "cuda" and slots > 0:
-        layout = gpu_layout(slots, partition.max_gpus_per_node)
+        gpus_per_node = partition.max_gpus_per_node
+        if per_node_cap:
+            gpus_per_node = min(gpus_per_node, per_node_cap) if gpus_per_node else per_node_cap
+        layout = gpu_layout(slots, gpus_per_node)
         if layout is None:
             raise ValueError(
                 f"slots_per_trial {slots} cannot be split evenly over nodes of"
-                f" {partition.max_gpus_per_node} GPUs in partition {partition.name!r}"
+                f" {gpus_per_node} GPUs in partition {partition.name!r}"
             )
         nodes, per_node = layout
+        gpu_type = str(experiment.get("gpu_type") or "")
+        gres = f"gpu:{gpu_type}:{per_node}" if gpu_type else f"gpu:{per_node}"
         options += [f"--nodes={nodes}", f"--ntasks-per-node={per_node}"]
-        options.append(f"--gres=gpu:{per_node}" if gres_supported else "--exclusive")
+        options.append(f"--gres={gres}" if gres_supported else "--exclusive")
         if cpus_per_slot:
             options.append(f"--cpus-per-task={cpus_per_slot}")
     else:
         options += [f"--ntasks={max(slots, 1)}", f"--cpus-per-task={cpus_per_slot or 1}"]
+        if per_node_cap:
+            options.append(f"--ntasks-per-node={per_node_cap}")
     options += list(extra)
+    options += [str(a) for a in experiment.get("sbatch_args") or []]
     return options
 
 
