@@ -38,6 +38,10 @@ class MasterConfig:
         slurm: shorthand for ``resource_manager: {type: slurm}`` (submit trials to the Slurm
             cluster this machine is a login node of); the section's other settings are kept when
             it is already ``type: slurm``.
+        security: upstream's ``security`` section; ``security.authz.type`` is ``rbac`` (the
+            default: role-based access control) or ``basic`` (everybody may view and edit, admins
+            manage users); ``security.authz.default_workspace_role`` is the role every user holds
+            on the default workspace (``Editor``; ``none`` for no default membership).
     """
 
     host: str = "127.0.0.1"
@@ -51,6 +55,7 @@ class MasterConfig:
     resource_manager: dict[str, Any] | None = None
     ray_address: str | None = None
     slurm: bool = False
+    security: dict[str, Any] | None = None
 
     def resolved_data_dir(self) -> pathlib.Path:
         """The data directory, created if missing."""
@@ -84,6 +89,17 @@ class MasterConfig:
             rm.setdefault("slots", self.slots)
         return rm
 
+    def authz_settings(self) -> tuple[bool, str | None]:
+        """(RBAC on?, default workspace role or None) from ``security.authz``."""
+        authz = (self.security or {}).get("authz") or {}
+        kind = str(authz.get("type", "rbac")).lower()
+        if kind not in ("rbac", "basic"):
+            raise ValueError(f"security.authz.type: must be 'rbac' or 'basic', got {kind!r}")
+        role = authz.get("default_workspace_role", "Editor")
+        if role is None or str(role).lower() in ("", "none"):
+            role = None
+        return kind == "rbac", role
+
     @classmethod
     def from_file(cls, path: str | pathlib.Path, **overrides: Any) -> MasterConfig:
         """Load a YAML file with the same keys as the flags (dashes or underscores), then apply
@@ -109,3 +125,4 @@ class MasterConfig:
             raise ValueError(f"port must be in 0..65535, got {self.port}")
         if self.slots is not None and int(self.slots) < 0:
             raise ValueError(f"slots must be >= 0, got {self.slots}")
+        self.authz_settings()

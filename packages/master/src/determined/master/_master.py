@@ -144,6 +144,7 @@ class Master:
             self.data_dir,
             self.cluster_id,
         )
+        self._manager.authz.configure(*self.config.authz_settings())
         sock = socket.socket(socket.AF_INET6 if ":" in self.config.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Accepted connections inherit this: without it, a keep-alive response written in two

@@ -19,6 +19,7 @@ from determined.master.db import Allocation, Run, User, UserSession, utcnow
 if TYPE_CHECKING:
     from determined.master._core._accounts import Accounts
     from determined.master._core._allocations import Allocations
+    from determined.master._core._authz import Authz
     from determined.master._core._checkpoints import Checkpoints
     from determined.master._core._cluster_messages import ClusterMessages
     from determined.master._core._cluster_view import ClusterView
@@ -68,6 +69,11 @@ def searcher_operations_of(request: Request) -> SearcherOperations:
 def accounts_of(request: Request) -> Accounts:
     """The accounts service: users, passwords and login sessions."""
     return master_of(request).manager.accounts
+
+
+def authz_of(request: Request) -> Authz:
+    """The authorization API: ``check``/``can``/``visible_workspace_ids`` (see ``_core/_authz.py``)."""
+    return master_of(request).manager.authz
 
 
 def checkpoints_of(request: Request) -> Checkpoints:

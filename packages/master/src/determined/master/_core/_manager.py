@@ -22,6 +22,7 @@
     Tasks               commands, TensorBoards, notebooks and shells (placed by the RM like trials)
     Tensorboards        TensorBoard tasks over trials' event files; experiments' TensorBoard files
     Notebooks           JupyterLab tasks behind the proxy; Jupyter's activity for their idle timeout
+    Authz               built-in roles and the one authorization check every route makes
 
 Each service gets only the services it uses; the REST routes use ``experiments``,
 ``searcher_operations``, ``trial_records``, ``accounts``, ``allocations`` and ``metrics_writer``.
@@ -35,6 +36,7 @@ from typing import Any
 
 from determined.master._core._accounts import Accounts
 from determined.master._core._allocations import Allocations
+from determined.master._core._authz import Authz
 from determined.master._core._checkpoints import Checkpoints
 from determined.master._core._cluster_messages import ClusterMessages
 from determined.master._core._cluster_view import ClusterView
@@ -90,6 +92,7 @@ class Manager:
         )
         self.trial_records = TrialRecords(db)
         self.accounts = Accounts(db)
+        self.authz = Authz(db)
         self.checkpoints = Checkpoints(db)
         self.model_registry = ModelRegistry(db)
         self.unmanaged = UnmanagedRuns(self.transactions, self.lifecycle)
