@@ -359,6 +359,16 @@ class Authz:
             raise APIError(404, f"project {project_id} not found")
         self.check(principal, permission, ws)
 
+    def assign_creator(self, session: Any, workspace_id: int, principal: Any) -> None:
+        """Make the (non-admin) creator of a new workspace its WorkspaceAdmin, as upstream's
+        ``workspace_creator_assign_role``; call inside the transaction that creates it."""
+        user = _user_of(principal)
+        if user.admin:
+            return
+        from determined.master.db import RoleAssignment
+
+        session.add(RoleAssignment(user_id=user.id, role_id=2, workspace_id=workspace_id))
+
     # --- resolution and cache ------------------------------------------------------------------
 
     def _resolve(self, user_id: int) -> Grants:
