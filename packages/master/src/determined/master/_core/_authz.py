@@ -336,6 +336,12 @@ class Authz:
             return None
         return {ws for ws, perms in grants.workspaces.items() if permission in perms}
 
+    has = can
+    """Alias of :meth:`can`."""
+
+    visible_workspaces = visible_workspace_ids
+    """Alias of :meth:`visible_workspace_ids`."""
+
     def workspace_of_project(self, project_id: int) -> int | None:
         """The workspace a project belongs to (cached; None for an unknown project)."""
         ws = self._project_ws.get(project_id)
@@ -372,14 +378,16 @@ class Authz:
     # --- resolution and cache ------------------------------------------------------------------
 
     def _resolve(self, user_id: int) -> Grants:
-        from determined.master.db import GroupMembership, RoleAssignment
+        from determined.master.db import RoleAssignment, UserGroupMembership
 
         cluster: set[Permission] = set()
         workspaces: dict[int, set[Permission]] = {}
         if self.default_role is not None:
             workspaces[DEFAULT_WORKSPACE_ID] = set(self.default_role.permissions)
         with self._db.read() as session:
-            groups = select(GroupMembership.group_id).where(GroupMembership.user_id == user_id)
+            groups = select(UserGroupMembership.group_id).where(
+                UserGroupMembership.user_id == user_id
+            )
             rows = session.execute(
                 select(RoleAssignment.role_id, RoleAssignment.workspace_id).where(
                     (RoleAssignment.user_id == user_id) | RoleAssignment.group_id.in_(groups)
@@ -405,7 +413,14 @@ class Authz:
     def _watched(self) -> tuple[type, ...]:
         from determined.master import db
 
-        names = ("User", "Group", "GroupMembership", "RoleAssignment", "Project", "Workspace")
+        names = (
+            "User",
+            "UserGroup",
+            "UserGroupMembership",
+            "RoleAssignment",
+            "Project",
+            "Workspace",
+        )
         return tuple(getattr(db, n) for n in names if hasattr(db, n))
 
     def _after_flush(self, session: Any, _context: Any) -> None:
