@@ -77,8 +77,9 @@ class UserSession(Base):
     revoked_at: Mapped[datetime.datetime | None] = mapped_column(
         DateTime(timezone=True), nullable=True
     )
-    description: Mapped[str | None] = mapped_column(Text, nullable=True)
+    description: Mapped[str] = mapped_column(Text, default="", server_default="")
     """An access token's description (``token_type`` ACCESS_TOKEN rows are access tokens)."""
+    __table_args__ = (Index("ix_user_sessions_user_id_token_type", "user_id", "token_type"),)
 
 
 class Experiment(Base):

@@ -59,3 +59,5 @@ class NtscTask(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     exit_status: Mapped[str | None] = mapped_column(Text, nullable=True)
     user_session_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    workspace_id: Mapped[int] = mapped_column(Integer, default=1, server_default="1", index=True)
+    """The workspace the task belongs to (its permissions are checked there); 1 = Uncategorized."""

@@ -94,11 +94,14 @@ class Project(Base):
     """Upstream's ``Note`` list: ``[{"name": ..., "contents": ...}, ...]``."""
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     immutable: Mapped[bool] = mapped_column(Boolean, default=False)
-    user_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    user_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), nullable=True
+    )
+    """The creator (NULL for the seeded ``Uncategorized`` project)."""
     created_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     state: Mapped[str] = mapped_column(String(32), default="WORKSPACE_STATE_UNSPECIFIED")
     error_message: Mapped[str] = mapped_column(Text, default="")
-    key: Mapped[str | None] = mapped_column(String(5), nullable=True, unique=True)
+    key: Mapped[str] = mapped_column(String(5), unique=True)
     """Upstream's short project key (up to 5 characters, unique), used in run names."""
     __table_args__ = (
         UniqueConstraint("workspace_id", "name", name="uq_projects_workspace_name"),
@@ -110,21 +113,31 @@ class Template(Base):
     """A named config template merged under an experiment's config (``det e create --template``)."""
 
     __tablename__ = "templates"
-    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
     config: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    workspace_id: Mapped[int] = mapped_column(Integer, default=DEFAULT_WORKSPACE_ID)
+    workspace_id: Mapped[int] = mapped_column(
+        ForeignKey("workspaces.id", ondelete="CASCADE"),
+        default=DEFAULT_WORKSPACE_ID,
+        server_default=str(DEFAULT_WORKSPACE_ID),
+    )
+    created_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class UserGroup(Base):
+class Group(Base):
     """A user group (``det user-group``); roles assigned to it apply to each member."""
 
     __tablename__ = "groups"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     name: Mapped[str] = mapped_column("group_name", String(255), unique=True)
+    user_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="CASCADE"), nullable=True
+    )
+    """Upstream's personal-group marker (the group of one user); NULL for ordinary groups."""
     created_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class UserGroupMembership(Base):
+class GroupMembership(Base):
     """A user's membership of a group."""
 
     __tablename__ = "user_group_membership"

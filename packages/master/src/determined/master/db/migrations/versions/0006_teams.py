@@ -1,9 +1,9 @@
 """teams: workspaces, projects, templates, user groups, role assignments, access-token and user fields
 
-Seeds workspace 1 and project 1 (``Uncategorized``, immutable), moves every experiment whose
+Seeds workspace 1 and project 1 (``Uncategorized``, immutable) and moves every experiment whose
 project does not exist into project 1 and every model whose workspace does not exist into
-workspace 1, and makes each existing non-admin user an ``Editor`` (role 5) of workspace 1, so that
-an upgraded master keeps showing everybody what they saw before.
+workspace 1. Existing tables only gain columns and indexes (SQLite adds them in place: no table is
+rebuilt, so no foreign-key cascade can fire on existing rows).
 
 Revision ID: 0006
 Revises: 0005
@@ -21,8 +21,6 @@ revision = "0006"
 down_revision = "0005"
 branch_labels = None
 depends_on = None
-
-_EDITOR_ROLE_ID = 5
 
 
 def _created_at() -> sa.Column:
@@ -84,7 +82,8 @@ def upgrade() -> None:
         _created_at(),
         sa.Column("state", sa.String(length=32), nullable=False),
         sa.Column("error_message", sa.Text(), nullable=False),
-        sa.Column("key", sa.String(length=5), nullable=True),
+        sa.Column("key", sa.String(length=5), nullable=False),
+        sa.ForeignKeyConstraint(["user_id"], ["users.id"], ondelete="SET NULL"),
         sa.ForeignKeyConstraint(["workspace_id"], ["workspaces.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("key"),
@@ -93,16 +92,22 @@ def upgrade() -> None:
     op.create_index("ix_projects_workspace_id", "projects", ["workspace_id"], unique=False)
     op.create_table(
         "templates",
+        sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("name", sa.String(length=255), nullable=False),
         sa.Column("config", sa.JSON(), nullable=False),
-        sa.Column("workspace_id", sa.Integer(), nullable=False),
-        sa.PrimaryKeyConstraint("name"),
+        sa.Column("workspace_id", sa.Integer(), server_default="1", nullable=False),
+        _created_at(),
+        sa.ForeignKeyConstraint(["workspace_id"], ["workspaces.id"], ondelete="CASCADE"),
+        sa.PrimaryKeyConstraint("id"),
+        sa.UniqueConstraint("name"),
     )
     op.create_table(
         "groups",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("group_name", sa.String(length=255), nullable=False),
+        sa.Column("user_id", sa.Integer(), nullable=True),
         _created_at(),
+        sa.ForeignKeyConstraint(["user_id"], ["users.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("group_name"),
     )
@@ -141,7 +146,18 @@ def upgrade() -> None:
     with op.batch_alter_table("users", schema=None) as batch_op:
         batch_op.add_column(sa.Column("agent_user_group", sa.JSON(), nullable=True))
     with op.batch_alter_table("user_sessions", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("description", sa.Text(), nullable=True))
+        batch_op.add_column(sa.Column("description", sa.Text(), server_default="", nullable=False))
+    op.create_index(
+        "ix_user_sessions_user_id_token_type",
+        "user_sessions",
+        ["user_id", "token_type"],
+        unique=False,
+    )
+    with op.batch_alter_table("ntsc_tasks", schema=None) as batch_op:
+        batch_op.add_column(
+            sa.Column("workspace_id", sa.Integer(), server_default="1", nullable=False)
+        )
+    op.create_index("ix_ntsc_tasks_workspace_id", "ntsc_tasks", ["workspace_id"], unique=False)
     op.create_index("ix_experiments_project_id", "experiments", ["project_id"], unique=False)
     _seed()
 
@@ -193,15 +209,14 @@ def _seed() -> None:
         "UPDATE models SET workspace_id = 1 "
         "WHERE workspace_id IS NULL OR workspace_id NOT IN (SELECT id FROM workspaces)"
     )
-    op.execute(
-        "INSERT INTO role_assignments (role_id, user_id, group_id, workspace_id, created_at) "
-        f"SELECT {_EDITOR_ROLE_ID}, id, NULL, 1, CURRENT_TIMESTAMP FROM users "
-        "WHERE admin = " + ("false" if bind.dialect.name == "postgresql" else "0")
-    )
 
 
 def downgrade() -> None:
     op.drop_index("ix_experiments_project_id", table_name="experiments")
+    op.drop_index("ix_ntsc_tasks_workspace_id", table_name="ntsc_tasks")
+    with op.batch_alter_table("ntsc_tasks", schema=None) as batch_op:
+        batch_op.drop_column("workspace_id")
+    op.drop_index("ix_user_sessions_user_id_token_type", table_name="user_sessions")
     with op.batch_alter_table("user_sessions", schema=None) as batch_op:
         batch_op.drop_column("description")
     with op.batch_alter_table("users", schema=None) as batch_op:
