@@ -17,6 +17,7 @@ from sqlalchemy import select
 from determined.master import _auth
 from determined.master._config import LOOPBACK_HOSTS, MasterConfig
 from determined.master._core._manager import Manager
+from determined.master._core._tokens import TokenSettings
 from determined.master.db import ClusterMeta, Database, User
 
 logger = logging.getLogger("determined.master")
@@ -90,7 +91,7 @@ class Master:
             "externalLoginUri": "",
             "externalLogoutUri": "",
             "branding": "determined",
-            "rbacEnabled": False,
+            "rbacEnabled": self.config.authz_settings()[0],
             "strictJobQueueControl": False,
             "product": "PRODUCT_UNSPECIFIED",
             "userManagementEnabled": True,
@@ -145,6 +146,7 @@ class Master:
             self.cluster_id,
         )
         self._manager.authz.configure(*self.config.authz_settings())
+        self._manager.tokens.settings = TokenSettings.from_security(self.config.security)
         sock = socket.socket(socket.AF_INET6 if ":" in self.config.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Accepted connections inherit this: without it, a keep-alive response written in two
