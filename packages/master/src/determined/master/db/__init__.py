@@ -40,6 +40,8 @@ from determined.master.db._team_models import (
     Project,
     RoleAssignment,
     Template,
+    UserGroup,
+    UserGroupMembership,
     Workspace,
     WorkspacePin,
 )
@@ -72,6 +74,8 @@ __all__ = [
     "Template",
     "TrialSourceInfo",
     "User",
+    "UserGroup",
+    "UserGroupMembership",
     "UserSession",
     "Workspace",
     "WorkspacePin",

@@ -52,9 +52,28 @@ class Database:
 
         cfg = Config()
         cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-        with self.engine.begin() as connection:
-            cfg.attributes["connection"] = connection
-            command.upgrade(cfg, "head")
+        if not self.is_sqlite:
+            with self.engine.begin() as connection:
+                cfg.attributes["connection"] = connection
+                command.upgrade(cfg, "head")
+            return
+        # SQLite: Alembic's batch mode rebuilds a table (copy, DROP, rename); with foreign keys on,
+        # the DROP would cascade into every referencing table (runs of experiments...). Foreign keys
+        # can only be switched outside a transaction, so off first, checked and on again after.
+        with self.engine.connect() as connection:
+            connection.exec_driver_sql("PRAGMA foreign_keys=OFF")
+            connection.commit()
+            try:
+                cfg.attributes["connection"] = connection
+                command.upgrade(cfg, "head")
+                connection.commit()
+                broken = connection.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    logger.warning("foreign keys broken after the migrations: %s", broken[:10])
+            finally:
+                connection.rollback()
+                connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+                connection.commit()
 
     @contextlib.contextmanager
     def read(self) -> Iterator[Session]:

@@ -176,3 +176,9 @@ class RoleAssignment(Base):
         Index("ix_role_assignments_group_id", "group_id"),
         Index("ix_role_assignments_workspace_id", "workspace_id"),
     )
+
+
+UserGroup = Group
+"""Another name of :class:`Group` (both are in use)."""
+UserGroupMembership = GroupMembership
+"""Another name of :class:`GroupMembership`."""
