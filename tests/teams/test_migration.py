@@ -1,0 +1,193 @@
+"""An existing det database upgrades in place to the teams schema (migration 0006).
+
+The database is built the way the release before teams left it: Alembic up to revision 0005, then
+users, experiments (one with a project id that never existed), trials, metrics, checkpoints, a model,
+a login session and a command written with 0005's columns. Upgrading to head must keep every row,
+put every experiment into project ``Uncategorized`` of workspace ``Uncategorized``, and a master
+started on it must serve them there — on SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+
+from determined.client import Session
+from determined.master.db import Database
+from determined.master.db._engine import MIGRATIONS_DIR
+
+NOW = datetime.datetime(2026, 11, 1, 12, 0, tzinfo=datetime.timezone.utc)
+CONFIG = {
+    "name": "old-exp",
+    "entrypoint": "python3 train.py",
+    "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 2}},
+    "hyperparameters": {},
+    "resources": {"slots_per_trial": 1},
+}
+
+
+def _upgrade_to(db: Database, revision: str) -> None:
+    """``alembic upgrade REVISION`` on the master's own migration scripts."""
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with db.engine.begin() as connection:
+        cfg.attributes["connection"] = connection
+        command.upgrade(cfg, revision)
+
+
+def _table(table: str, /, **columns: sa.types.TypeEngine) -> sa.TableClause:
+    return sa.table(table, *(sa.column(c, t) for c, t in columns.items()))
+
+
+JSON, INT, STR, BOOL, TS = sa.JSON(), sa.Integer(), sa.String(), sa.Boolean(), sa.DateTime(True)
+USERS = _table(
+    "users", id=INT, username=STR, password_hash=STR, admin=BOOL, active=BOOL, remote=BOOL,
+    modified_at=TS,
+)  # fmt: skip
+EXPERIMENTS = _table(
+    "experiments", id=INT, state=STR, config=JSON, original_config=STR, start_time=TS,
+    end_time=TS, archived=BOOL, owner_id=INT, project_id=INT, job_id=STR, notes=STR, labels=JSON,
+    priority=INT, weight=sa.Float(), unmanaged=BOOL,
+)  # fmt: skip
+RUNS = _table(
+    "runs", id=INT, experiment_id=INT, request_id=STR, task_id=STR, state=STR, start_time=TS,
+    end_time=TS, hparams=JSON, seed=INT, run_id=INT, restarts=INT, total_batches=INT,
+    summary_metrics=JSON, runner_state=STR, metadata=JSON, early_stopped_by_searcher=BOOL,
+    archived=BOOL,
+)  # fmt: skip
+METRICS = _table(
+    "metrics", trial_id=INT, trial_run_id=INT, metric_group=STR, total_batches=INT, end_time=TS,
+    metrics=JSON, archived=BOOL,
+)  # fmt: skip
+CHECKPOINTS = _table(
+    "checkpoints_v2", uuid=STR, task_id=STR, report_time=TS, state=STR, resources=JSON,
+    metadata=JSON, size=INT, trial_id=INT, experiment_id=INT, steps_completed=INT,
+)  # fmt: skip
+MODELS = _table(
+    "models", name=STR, description=STR, metadata=JSON, labels=JSON, notes=STR, archived=BOOL,
+    workspace_id=INT, creation_time=TS, last_updated_time=TS,
+)  # fmt: skip
+SESSIONS = _table(
+    "user_sessions", user_id=INT, token_hash=STR, expiry=TS, created_at=TS, token_type=STR
+)
+NTSC = _table(
+    "ntsc_tasks", task_id=STR, allocation_id=STR, kind=STR, owner_id=INT, description=STR,
+    state=STR, ready=BOOL, argv=JSON, env=JSON, config=JSON, extra=JSON, resource_pool=STR,
+    slots=INT, priority=INT, proxied=BOOL, start_time=TS, end_time=TS,
+)  # fmt: skip
+
+
+def _fill_release_0005(db: Database) -> None:
+    """Rows as the 0005 release wrote them (only 0005's columns)."""
+    users = [
+        {"id": 1, "username": "admin", "admin": True},
+        {"id": 2, "username": "determined", "admin": False},
+        {"id": 3, "username": "alice", "admin": False},
+    ]
+    experiments, runs, metrics, checkpoints = [], [], [], []
+    for exp_id, project_id, owner in ((1, 1, 2), (2, 1, 3), (3, 7, 3)):
+        experiments.append(
+            {"id": exp_id, "state": "COMPLETED", "config": dict(CONFIG, name=f"old-{exp_id}"),
+             "original_config": "", "start_time": NOW, "end_time": NOW, "archived": False,
+             "owner_id": owner, "project_id": project_id, "job_id": f"exp-{exp_id}", "notes": "",
+             "labels": ["old"], "priority": 42, "weight": 1.0, "unmanaged": False}
+        )  # fmt: skip
+        runs.append(
+            {"id": exp_id, "experiment_id": exp_id, "request_id": f"r{exp_id}",
+             "task_id": f"{exp_id}.r{exp_id}", "state": "COMPLETED", "start_time": NOW,
+             "end_time": NOW, "hparams": {}, "seed": 1, "run_id": 1, "restarts": 0,
+             "total_batches": 2, "summary_metrics": {}, "runner_state": "", "metadata": {},
+             "early_stopped_by_searcher": False, "archived": False}
+        )  # fmt: skip
+        metrics.append(
+            {"trial_id": exp_id, "trial_run_id": 1, "metric_group": "validation",
+             "total_batches": 2, "end_time": NOW, "metrics": {"validation_metrics": {"loss": 0.5}},
+             "archived": False}
+        )  # fmt: skip
+        checkpoints.append(
+            {"uuid": f"uuid-{exp_id}", "task_id": f"{exp_id}.r{exp_id}", "report_time": NOW,
+             "state": "COMPLETED", "resources": {"a": 1}, "metadata": {}, "size": 1,
+             "trial_id": exp_id, "experiment_id": exp_id, "steps_completed": 2}
+        )  # fmt: skip
+    with db.engine.begin() as conn:
+        conn.execute(
+            USERS.insert(),
+            [u | {"password_hash": "", "active": True, "remote": False, "modified_at": NOW}
+             for u in users],
+        )  # fmt: skip
+        conn.execute(EXPERIMENTS.insert(), experiments)
+        conn.execute(RUNS.insert(), runs)
+        conn.execute(METRICS.insert(), metrics)
+        conn.execute(CHECKPOINTS.insert(), checkpoints)
+        conn.execute(
+            MODELS.insert(),
+            [{"name": "m", "description": "", "metadata": {}, "labels": [], "notes": "",
+              "archived": False, "workspace_id": 1, "creation_time": NOW,
+              "last_updated_time": NOW}],
+        )  # fmt: skip
+        conn.execute(
+            SESSIONS.insert(),
+            [{"user_id": 3, "token_hash": "h" * 64, "expiry": NOW, "created_at": NOW,
+              "token_type": "USER_SESSION"}],
+        )  # fmt: skip
+        conn.execute(
+            NTSC.insert(),
+            [{"task_id": "cmd-1", "allocation_id": "cmd-1.1", "kind": "COMMAND", "owner_id": 3,
+              "description": "old command", "state": "TERMINATED", "ready": False, "argv": ["true"],
+              "env": {}, "config": {}, "extra": {}, "resource_pool": "default", "slots": 0,
+              "priority": 42, "proxied": False, "start_time": NOW, "end_time": NOW}],
+        )  # fmt: skip
+        if db.engine.dialect.name == "postgresql":
+            for table in ("users", "experiments", "runs"):
+                conn.exec_driver_sql(
+                    f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
+                    f"(SELECT MAX(id) FROM {table}))"
+                )
+
+
+def _counts(db: Database) -> dict[str, Any]:
+    with db.engine.connect() as conn:
+        return {
+            table: conn.exec_driver_sql(f"SELECT COUNT(*) FROM {table}").scalar()
+            for table in ("users", "experiments", "runs", "metrics", "checkpoints_v2", "models",
+                          "user_sessions", "ntsc_tasks")
+        }  # fmt: skip
+
+
+def test_a_0005_database_upgrades_in_place(db_url: str, make_master: Any) -> None:
+    db = Database(db_url)
+    _upgrade_to(db, "0005")
+    _fill_release_0005(db)
+    before = _counts(db)
+    db.migrate()
+    assert _counts(db) == before, "the upgrade lost or added rows"
+    with db.engine.connect() as conn:
+        version = conn.exec_driver_sql("SELECT version_num FROM alembic_version").scalar()
+        workspaces = conn.exec_driver_sql("SELECT id, name, immutable FROM workspaces").all()
+        projects = conn.exec_driver_sql("SELECT id, name, workspace_id, immutable FROM projects")
+        projects = projects.all()
+        exp_projects = conn.exec_driver_sql("SELECT DISTINCT project_id FROM experiments").all()
+        model_ws = conn.exec_driver_sql("SELECT DISTINCT workspace_id FROM models").all()
+        task_ws = conn.exec_driver_sql("SELECT DISTINCT workspace_id FROM ntsc_tasks").all()
+        descriptions = conn.exec_driver_sql("SELECT description FROM user_sessions").all()
+    db.close()
+    assert version == "0006"
+    assert [tuple(w) for w in workspaces] == [(1, "Uncategorized", True)]
+    assert [tuple(p) for p in projects] == [(1, "Uncategorized", 1, True)]
+    assert [tuple(r) for r in exp_projects] == [(1,)]
+    assert [tuple(r) for r in model_ws] == [(1,)]
+    assert [tuple(r) for r in task_ws] == [(1,)]
+    assert [tuple(r) for r in descriptions] == [("",)]
+
+    master = make_master(db_url)
+    session: Session = master.session("admin")
+    listed = session.request("GET", "/api/v1/experiments", params={"limit": 10})["experiments"]
+    assert sorted(e["id"] for e in listed) == [1, 2, 3]
+    assert {e["projectId"] for e in listed} == {1}
+    trials = session.request("GET", "/api/v1/experiments/3/trials")["trials"]
+    assert [t["id"] for t in trials] == [3]
+    master.stop()
