@@ -26,6 +26,7 @@ from determined.client._experiments import CreatedExperiment, ExperimentsClient,
 from determined.client._login import hash_password, login, logout, master_address
 from determined.client._models import ModelsClient
 from determined.client._notebooks import NotebooksClient
+from determined.client._projects import ProjectsClient
 from determined.client._routes import ROUTES, Route
 from determined.client._session import Session
 from determined.client._tasks import CommandsClient, TasksClient
@@ -53,6 +54,7 @@ __all__ = [
     "ModelsClient",
     "NotFoundError",
     "NotebooksClient",
+    "ProjectsClient",
     "Route",
     "Session",
     "TasksClient",

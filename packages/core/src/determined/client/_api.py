@@ -7,6 +7,7 @@ from determined.client._cluster import ClusterClient, MasterInfoClient
 from determined.client._experiments import ExperimentsClient
 from determined.client._models import ModelsClient
 from determined.client._notebooks import NotebooksClient
+from determined.client._projects import ProjectsClient
 from determined.client._session import Session
 from determined.client._tasks import CommandsClient, TasksClient
 from determined.client._tensorboards import TensorboardsClient
@@ -37,6 +38,7 @@ class Client:
         self.commands = CommandsClient(session)
         self.tensorboards = TensorboardsClient(session)
         self.notebooks = NotebooksClient(session)
+        self.projects = ProjectsClient(session)
 
     def __repr__(self) -> str:
         return f"Client({self.session.master_url!r})"

@@ -327,3 +327,26 @@ NOTEBOOK_KILL = _route("notebooks.kill", "POST", "/api/v1/notebooks/{notebook_id
 NOTEBOOK_REPORT_IDLE = _route(
     "notebooks.report_idle", "PUT", "/api/v1/notebooks/{notebook_id}/report_idle", True
 )
+
+# ---- projects (and moving experiments between them) -----------------------------------------------
+PROJECT_CREATE = _route(
+    "projects.create", "POST", "/api/v1/workspaces/{workspace_id}/projects", False
+)
+PROJECT_GET = _route("projects.get", "GET", "/api/v1/projects/{project_id}")
+PROJECT_GET_BY_KEY = _route("projects.get_by_key", "GET", "/api/v1/projects/key/{key}")
+PROJECT_PATCH = _route("projects.patch", "PATCH", "/api/v1/projects/{project_id}")
+PROJECT_DELETE = _route("projects.delete", "DELETE", "/api/v1/projects/{project_id}")
+PROJECT_ARCHIVE = _route("projects.archive", "POST", "/api/v1/projects/{project_id}/archive", True)
+PROJECT_UNARCHIVE = _route(
+    "projects.unarchive", "POST", "/api/v1/projects/{project_id}/unarchive", True
+)
+PROJECT_MOVE = _route("projects.move", "POST", "/api/v1/projects/{project_id}/move", True)
+PROJECT_ADD_NOTE = _route("projects.add_note", "POST", "/api/v1/projects/{project_id}/notes", False)
+PROJECT_PUT_NOTES = _route("projects.put_notes", "PUT", "/api/v1/projects/{project_id}/notes", True)
+PROJECT_COLUMNS = _route("projects.columns", "GET", "/api/v1/projects/{project_id}/columns")
+EXPERIMENT_MOVE = _route(
+    "experiments.move", "POST", "/api/v1/experiments/{experiment_id}/move", True
+)
+EXPERIMENTS_MOVE = _route(
+    "projects.move_experiments", "POST", "/api/v1/projects/{project_id}/experiments/move", True
+)

@@ -298,6 +298,9 @@ def create_app(master: Master) -> FastAPI:
     app.include_router(_unmanaged.router)
     app.include_router(_trial_sources.router)
     app.include_router(_cluster.router)
+    from determined.master._api import _projects
+
+    app.include_router(_projects.router)
     from determined.master._api import _commands, _notebooks, _proxy
 
     app.include_router(_commands.router)

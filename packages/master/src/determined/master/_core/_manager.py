@@ -22,6 +22,7 @@
     Tasks               commands, TensorBoards, notebooks and shells (placed by the RM like trials)
     Tensorboards        TensorBoard tasks over trials' event files; experiments' TensorBoard files
     Notebooks           JupyterLab tasks behind the proxy; Jupyter's activity for their idle timeout
+    Projects            projects of workspaces, their notes, and moving experiments between them
     Authz               built-in roles and the one authorization check every route makes
 
 Each service gets only the services it uses; the REST routes use ``experiments``,
@@ -47,6 +48,7 @@ from determined.master._core._log_settings import LogSettings
 from determined.master._core._metrics_writer import MetricsWriter
 from determined.master._core._model_registry import ModelRegistry
 from determined.master._core._notebooks import Notebooks
+from determined.master._core._projects import Projects
 from determined.master._core._recovery import recover
 from determined.master._core._searcher_ops import SearcherOperations
 from determined.master._core._searcher_state import SearcherStates
@@ -93,6 +95,7 @@ class Manager:
         self.trial_records = TrialRecords(db)
         self.accounts = Accounts(db)
         self.authz = Authz(db)
+        self.projects = Projects(db, self.experiments.delete)
         self.checkpoints = Checkpoints(db)
         self.model_registry = ModelRegistry(db)
         self.unmanaged = UnmanagedRuns(self.transactions, self.lifecycle)
