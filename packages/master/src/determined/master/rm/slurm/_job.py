@@ -97,21 +97,28 @@ def _hostnames(nodelist: str) -> list[str]:
     return out.stdout.split()
 
 
-def _address(name: str) -> str:
-    """An IP address of Slurm node ``name``: its NodeAddr, else what the resolver says."""
+def _addresses(nodelist: str, hosts: list[str]) -> list[str]:
+    """An IP address for each Slurm node: its NodeAddr (one ``scontrol`` call for all), else
+    what the resolver says, else the name itself."""
+    node_addrs: dict[str, str] = {}
     try:
         out = subprocess.run(
-            ["scontrol", "show", "node", "-o", name], capture_output=True, text=True, timeout=30
+            ["scontrol", "show", "node", "-o", nodelist], capture_output=True, text=True, timeout=60
         ).stdout
-        match = re.search(r"\bNodeAddr=(\S+)", out)
-        if match and match.group(1) != name:
-            return socket.gethostbyname(match.group(1))
+        for line in out.splitlines():
+            name = re.search(r"\bNodeName=(\S+)", line)
+            addr = re.search(r"\bNodeAddr=(\S+)", line)
+            if name and addr:
+                node_addrs[name.group(1)] = addr.group(1)
     except (OSError, subprocess.SubprocessError):
         pass
-    try:
-        return socket.gethostbyname(name)
-    except OSError:
-        return name
+    addresses = []
+    for host in hosts:
+        try:
+            addresses.append(socket.gethostbyname(node_addrs.get(host, host)))
+        except OSError:
+            addresses.append(node_addrs.get(host, host))
+    return addresses
 
 
 def _gpu_ids(env: dict[str, str] | os._Environ[str]) -> list[int]:
@@ -121,7 +128,8 @@ def _gpu_ids(env: dict[str, str] | os._Environ[str]) -> list[int]:
 
 def describe_nodes(env: dict[str, str] | os._Environ[str], cuda: bool) -> dict[str, Any]:
     """The allocation as the batch step sees it: hosts, addresses, slots per node."""
-    hosts = _hostnames(env["SLURM_JOB_NODELIST"])
+    nodelist = env["SLURM_JOB_NODELIST"]
+    hosts = _hostnames(nodelist)
     counts = expand_counts(env.get("SLURM_TASKS_PER_NODE", "1"))
     if len(counts) != len(hosts):
         counts = (counts + [counts[-1] if counts else 1] * len(hosts))[: len(hosts)]
@@ -129,7 +137,7 @@ def describe_nodes(env: dict[str, str] | os._Environ[str], cuda: bool) -> dict[s
     return {
         "job_id": env.get("SLURM_JOB_ID", ""),
         "hosts": hosts,
-        "addrs": [_address(h) for h in hosts],
+        "addrs": _addresses(nodelist, hosts),
         "slots": counts,
         "slot_ids": first,
     }
