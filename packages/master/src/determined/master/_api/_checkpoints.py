@@ -10,6 +10,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from determined.master._api import _serialize
+from determined.master._api._access import (
+    P,
+    on_checkpoint,
+    on_experiment,
+    require_checkpoint,
+    require_trial,
+)
 from determined.master._api._deps import (
     Principal,
     authenticate,
@@ -29,7 +36,15 @@ from determined.master._wire import (
     to_float,
     unstate,
 )
-from determined.master.db import Checkpoint, Experiment, Metric, Run, registered_versions, utcnow
+from determined.master.db import (
+    Checkpoint,
+    Experiment,
+    Metric,
+    Run,
+    Task,
+    registered_versions,
+    utcnow,
+)
 
 router = APIRouter(tags=["Checkpoints"])
 
@@ -86,6 +101,11 @@ def report_checkpoint(
         storage_id=int_param(get(ckpt, "storage_id"), "storageId"),
         steps_completed=int(float(steps)),
     )
+    if p.allocation_id is None and task_id:
+        with master_of(request).db.read() as session:
+            trial_id = session.scalar(select(Task.trial_id).where(Task.task_id == task_id))
+        if trial_id is not None:
+            require_trial(request, p, trial_id, P.UPDATE_EXPERIMENT)
     checkpoints_of(request).report(report, p.allocation_id)
     return {}
 
@@ -108,6 +128,8 @@ def patch_checkpoints(
         if isinstance(res, dict) and isinstance(res.get("resources"), dict):
             res = res["resources"]
         remaining.append((str(item["uuid"]), _sizes(res, f"checkpoints[{index}].resources")))
+    for uuid, _ in remaining:
+        require_checkpoint(request, p, uuid, P.UPDATE_EXPERIMENT)
     checkpoints_of(request).record_remaining(remaining)
     return {}
 
@@ -124,6 +146,8 @@ def delete_checkpoints(
     uuids = get(body, "checkpoint_uuids")
     if not isinstance(uuids, list) or not all(isinstance(u, str) for u in uuids):
         raise APIError(400, "checkpointUuids: must be a list of uuids")
+    for uuid in uuids:
+        require_checkpoint(request, p, uuid, P.DELETE_EXPERIMENT)
     master = master_of(request)
     with master.db.read() as session:
         for uuid in uuids:
@@ -157,6 +181,8 @@ def remove_checkpoint_files(
         raise APIError(400, "checkpointUuids: must be a list of uuids")
     if not isinstance(globs, list) or not all(isinstance(g, str) and g for g in globs):
         raise APIError(400, "checkpointGlobs: must be a list of glob patterns")
+    for uuid in uuids:
+        require_checkpoint(request, p, uuid, P.DELETE_EXPERIMENT)
     master = master_of(request)
     configs: dict[str, dict[str, Any]] = {}
     with master.db.read() as session:
@@ -183,7 +209,7 @@ def remove_checkpoint_files(
     return {}
 
 
-@router.get("/api/v1/checkpoints/{uuid}")
+@router.get("/api/v1/checkpoints/{uuid}", dependencies=[on_checkpoint(P.VIEW_EXPERIMENT_ARTIFACTS)])
 def get_checkpoint(
     request: Request, uuid: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -192,7 +218,10 @@ def get_checkpoint(
         return {"checkpoint": _serialize.checkpoint(session, find_checkpoint(session, uuid))}
 
 
-@router.post("/api/v1/checkpoints/{uuid}/metadata")
+@router.post(
+    "/api/v1/checkpoints/{uuid}/metadata",
+    dependencies=[on_checkpoint(P.UPDATE_EXPERIMENT_METADATA)],
+)
 def post_checkpoint_metadata(
     request: Request,
     uuid: str,
@@ -265,7 +294,10 @@ def list_checkpoints(
         }
 
 
-@router.get("/api/v1/experiments/{experiment_id}/checkpoints")
+@router.get(
+    "/api/v1/experiments/{experiment_id}/checkpoints",
+    dependencies=[on_experiment(P.VIEW_EXPERIMENT_ARTIFACTS)],
+)
 def experiment_checkpoints(
     request: Request, experiment_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -333,7 +365,11 @@ def _archive(storage_config: dict[str, Any], uuid: str, zip_format: bool) -> str
     return path
 
 
-@router.get("/checkpoints/{uuid}", tags=["Checkpoints"])
+@router.get(
+    "/checkpoints/{uuid}",
+    tags=["Checkpoints"],
+    dependencies=[on_checkpoint(P.VIEW_EXPERIMENT_ARTIFACTS)],
+)
 def download_checkpoint(request: Request, uuid: str, p: Principal = Depends(authenticate)) -> Any:
     """A checkpoint's files proxied through the master: a tar.gz (``Accept: application/gzip``,
     the default) or a zip (``Accept: application/zip``)."""

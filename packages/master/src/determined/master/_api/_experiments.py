@@ -11,6 +11,14 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from determined.master._api import _serialize
+from determined.master._api._access import (
+    P,
+    acting_user,
+    on_experiment,
+    require_experiment,
+    require_project,
+    visible,
+)
 from determined.master._api._deps import (
     Principal,
     authenticate,
@@ -20,11 +28,13 @@ from determined.master._api._deps import (
     json_body,
     master_of,
 )
+from determined.master._api._templates import with_template
 from determined.master._api._trial_sort import check_trial_sort, sort_trial_json
 from determined.master._core._context import ContextError, pack_files
 from determined.master._core._experiments import ExperimentPatch
 from determined.master._wire import TERMINAL_STATES, APIError, get, pagination, sub_object, unstate
 from determined.master.db import Experiment, Metric, Run, User
+from determined.master.db._visibility import experiments_visible
 
 router = APIRouter(tags=["Experiments"])
 
@@ -85,7 +95,8 @@ def create_experiment(
 
         return create_unmanaged_experiment(request, body, principal, None)
     raw = get(body, "config")
-    validated = validate_config(master, raw)
+    template = get(body, "template")
+    validated = validate_config(master, with_template(request, raw, template) if template else raw)
     config = validated.config
     original = raw if isinstance(raw, str) else yaml.safe_dump(raw)
     files = get(body, "model_definition") or []
@@ -108,6 +119,9 @@ def create_experiment(
         raise APIError(400, f"searcher: {e}") from None
     parent_id = int_param(get(body, "parent_id"), "parentId")
     project_id = int_param(get(body, "project_id"), "projectId", 1) or 1
+    require_project(request, principal, project_id, P.CREATE_EXPERIMENT)
+    if parent_id is not None:
+        require_experiment(request, principal, parent_id, P.VIEW_EXPERIMENT_METADATA)
     # Upstream's `warnings` holds only LaunchWarning enum values (its client rejects anything else);
     # config deprecations travel in det's own `configWarnings`.
     warnings: list[str] = []
@@ -150,6 +164,7 @@ def list_experiments(
     if limit < 0 or limit > 500:
         raise APIError(400, "limit: must be between 0 and 500")
     stmt = select(Experiment).where(Experiment.state != "DELETED")
+    stmt = stmt.where(experiments_visible(visible(request, principal, P.VIEW_EXPERIMENT_METADATA)))
     if q.get("archived") not in (None, ""):
         stmt = stmt.where(Experiment.archived.is_(bool_param(q.get("archived"))))
     states = [unstate(s) for s in q.getlist("states") if s]
@@ -211,7 +226,10 @@ def _id_and_project_filters(stmt: Any, q: Any) -> Any:
     return stmt
 
 
-@router.get("/api/v1/experiments/{experiment_id}")
+@router.get(
+    "/api/v1/experiments/{experiment_id}",
+    dependencies=[on_experiment(P.VIEW_EXPERIMENT_METADATA)],
+)
 def get_experiment(
     request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -225,7 +243,10 @@ def get_experiment(
         }
 
 
-@router.patch("/api/v1/experiments/{experiment_id}")
+@router.patch(
+    "/api/v1/experiments/{experiment_id}",
+    dependencies=[on_experiment(P.UPDATE_EXPERIMENT_METADATA)],
+)
 def patch_experiment(
     request: Request,
     experiment_id: int,
@@ -294,7 +315,10 @@ def _action(request: Request, experiment_id: int, action: str) -> dict[str, Any]
     return {}
 
 
-@router.post("/api/v1/experiments/{experiment_id}/activate")
+@router.post(
+    "/api/v1/experiments/{experiment_id}/activate",
+    dependencies=[on_experiment(P.UPDATE_EXPERIMENT)],
+)
 def activate(
     request: Request, experiment_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -302,7 +326,10 @@ def activate(
     return _action(request, experiment_id, "activate")
 
 
-@router.post("/api/v1/experiments/{experiment_id}/pause")
+@router.post(
+    "/api/v1/experiments/{experiment_id}/pause",
+    dependencies=[on_experiment(P.UPDATE_EXPERIMENT)],
+)
 def pause(
     request: Request, experiment_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -310,7 +337,10 @@ def pause(
     return _action(request, experiment_id, "pause")
 
 
-@router.post("/api/v1/experiments/{experiment_id}/cancel")
+@router.post(
+    "/api/v1/experiments/{experiment_id}/cancel",
+    dependencies=[on_experiment(P.UPDATE_EXPERIMENT)],
+)
 def cancel(
     request: Request, experiment_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -318,7 +348,10 @@ def cancel(
     return _action(request, experiment_id, "cancel")
 
 
-@router.post("/api/v1/experiments/{experiment_id}/kill")
+@router.post(
+    "/api/v1/experiments/{experiment_id}/kill",
+    dependencies=[on_experiment(P.UPDATE_EXPERIMENT)],
+)
 def kill(
     request: Request, experiment_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -326,7 +359,10 @@ def kill(
     return _action(request, experiment_id, "kill")
 
 
-@router.post("/api/v1/experiments/{experiment_id}/archive")
+@router.post(
+    "/api/v1/experiments/{experiment_id}/archive",
+    dependencies=[on_experiment(P.UPDATE_EXPERIMENT_METADATA)],
+)
 def archive(
     request: Request, experiment_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -334,7 +370,10 @@ def archive(
     return _action(request, experiment_id, "archive")
 
 
-@router.post("/api/v1/experiments/{experiment_id}/unarchive")
+@router.post(
+    "/api/v1/experiments/{experiment_id}/unarchive",
+    dependencies=[on_experiment(P.UPDATE_EXPERIMENT_METADATA)],
+)
 def unarchive(
     request: Request, experiment_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -342,16 +381,21 @@ def unarchive(
     return _action(request, experiment_id, "unarchive")
 
 
-@router.delete("/api/v1/experiments/{experiment_id}")
+@router.delete(
+    "/api/v1/experiments/{experiment_id}", dependencies=[on_experiment(P.DELETE_EXPERIMENT)]
+)
 def delete_experiment(
     request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Delete a terminal experiment, its checkpoints (from storage too) and its rows."""
-    experiments_of(request).delete(experiment_id, principal.user)
+    experiments_of(request).delete(experiment_id, acting_user(request, principal))
     return {}
 
 
-@router.get("/api/v1/experiments/{experiment_id}/trials")
+@router.get(
+    "/api/v1/experiments/{experiment_id}/trials",
+    dependencies=[on_experiment(P.VIEW_EXPERIMENT_METADATA)],
+)
 def experiment_trials(
     request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -392,7 +436,10 @@ def experiment_trials(
         return {"trials": trials, "pagination": pagination(offset, limit, len(trials), total)}
 
 
-@router.get("/api/v1/experiments/{experiment_id}/validation-history")
+@router.get(
+    "/api/v1/experiments/{experiment_id}/validation-history",
+    dependencies=[on_experiment(P.VIEW_EXPERIMENT_METADATA)],
+)
 def validation_history(
     request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -428,7 +475,10 @@ def validation_history(
         return {"validationHistory": history}
 
 
-@router.get("/api/v1/experiments/{experiment_id}/model_def")
+@router.get(
+    "/api/v1/experiments/{experiment_id}/model_def",
+    dependencies=[on_experiment(P.VIEW_EXPERIMENT_ARTIFACTS)],
+)
 def model_def(
     request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -438,7 +488,10 @@ def model_def(
         return {"b64Tgz": base64.b64encode(exp.model_definition or b"").decode()}
 
 
-@router.get("/api/v1/experiments/{experiment_id}/searcher/best_searcher_validation_metric")
+@router.get(
+    "/api/v1/experiments/{experiment_id}/searcher/best_searcher_validation_metric",
+    dependencies=[on_experiment(P.VIEW_EXPERIMENT_METADATA)],
+)
 def best_searcher_validation_metric(
     request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -485,6 +538,7 @@ def continue_experiment(
     exp_id = int_param(get(body, "id"), "id")
     if exp_id is None:
         raise APIError(400, "id: required")
+    require_experiment(request, principal, exp_id, P.UPDATE_EXPERIMENT)
     override_text = get(body, "override_config") or ""
     try:
         override = yaml.safe_load(override_text) if override_text else {}

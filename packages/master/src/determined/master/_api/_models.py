@@ -16,6 +16,13 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from determined.master._api import _serialize
+from determined.master._api._access import (
+    P,
+    on_model,
+    require_checkpoint,
+    require_workspace,
+    visible,
+)
 from determined.master._api._deps import (
     Principal,
     authenticate,
@@ -33,6 +40,7 @@ from determined.master._core._model_registry import (
 )
 from determined.master._wire import APIError, get, pagination, sub_object, ts
 from determined.master.db import Checkpoint, Model, ModelVersion, User
+from determined.master.db._visibility import models_visible
 
 router = APIRouter(tags=["Models"])
 
@@ -98,14 +106,22 @@ def _text(value: Any, field: str) -> str:
     return value
 
 
-def _workspace(body: dict[str, Any]) -> int:
-    """The workspace a request names (only the default one exists here)."""
+def _workspace(request: Request, body: dict[str, Any]) -> int:
+    """The workspace a request names by ``workspaceId`` or ``workspaceName`` (default: 1)."""
+    from determined.master.db import Workspace
+
     ws_id = int_param(get(body, "workspace_id"), "workspaceId")
     ws_name = get(body, "workspace_name")
-    if ws_id not in (None, 0, WORKSPACE_ID):
-        raise APIError(404, f"workspaceId: workspace {ws_id} not found")
-    if ws_name not in (None, "", WORKSPACE_NAME):
-        raise APIError(404, f"workspaceName: workspace {ws_name!r} not found")
+    with master_of(request).db.read() as session:
+        if ws_id:
+            if session.get(Workspace, ws_id) is None:
+                raise APIError(404, f"workspaceId: workspace {ws_id} not found")
+            return ws_id
+        if ws_name:
+            found = session.scalar(select(Workspace.id).where(Workspace.name == str(ws_name)))
+            if found is None:
+                raise APIError(404, f"workspaceName: workspace {ws_name!r} not found")
+            return int(found)
     return WORKSPACE_ID
 
 
@@ -194,8 +210,9 @@ def post_model(
         metadata=_metadata(get(body, "metadata"), "metadata"),
         labels=_labels(get(body, "labels"), "labels"),
         notes=_text(get(body, "notes"), "notes"),
-        workspace_id=_workspace(body),
+        workspace_id=_workspace(request, body),
     )
+    require_workspace(request, principal, fields.workspace_id or 1, P.CREATE_MODEL_REGISTRY)
     model_id = registry_of(request).create(fields, principal.user.id)
     return _model_response(request, str(model_id))
 
@@ -219,7 +236,7 @@ def get_models(request: Request, principal: Principal = Depends(authenticate)) -
     order = q.get("orderBy") or "ORDER_BY_ASC"
     if order not in ("ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC"):
         raise APIError(400, f"orderBy: unsupported value {order!r}")
-    stmt = select(Model)
+    stmt = select(Model).where(models_visible(visible(request, principal, P.VIEW_MODEL_REGISTRY)))
     model_id = int_param(q.get("id"), "id")
     if model_id:
         stmt = stmt.where(Model.id == model_id)
@@ -245,8 +262,11 @@ def get_models(request: Request, principal: Principal = Depends(authenticate)) -
             stmt = stmt.where(Model.user_id.in_(user_ids))
         if workspace_ids:
             stmt = stmt.where(Model.workspace_id.in_(workspace_ids))
-        if workspace_names and WORKSPACE_NAME not in workspace_names:
-            stmt = stmt.where(Model.id.is_(None))
+        if workspace_names:
+            from determined.master.db import Workspace
+
+            named = select(Workspace.id).where(Workspace.name.in_(workspace_names))
+            stmt = stmt.where(Model.workspace_id.in_(named))
         rows = list(session.scalars(stmt.order_by(Model.id)))
         if wanted_labels:
             rows = [r for r in rows if wanted_labels <= set(r.labels or [])]
@@ -263,13 +283,14 @@ def get_model_labels(
     """Every label used on a model, most used first."""
     counts: dict[str, int] = {}
     with master_of(request).db.read() as session:
-        for labels in session.scalars(select(Model.labels)):
+        shown = models_visible(visible(request, principal, P.VIEW_MODEL_REGISTRY))
+        for labels in session.scalars(select(Model.labels).where(shown)):
             for label in labels or []:
                 counts[label] = counts.get(label, 0) + 1
     return {"labels": sorted(counts, key=lambda label: (-counts[label], label))}
 
 
-@router.get("/api/v1/models/{model_name}")
+@router.get("/api/v1/models/{model_name}", dependencies=[on_model(P.VIEW_MODEL_REGISTRY)])
 def get_model(
     request: Request, model_name: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -278,7 +299,7 @@ def get_model(
         return {"model": model_json(session, find_model(session, model_name))}
 
 
-@router.patch("/api/v1/models/{model_name}")
+@router.patch("/api/v1/models/{model_name}", dependencies=[on_model(P.EDIT_MODEL_REGISTRY)])
 def patch_model(
     request: Request,
     model_name: str,
@@ -298,8 +319,10 @@ def patch_model(
         notes=_optional(get(patch, "notes"), _text, "model.notes"),
         metadata=_optional(get(patch, "metadata"), _metadata, "model.metadata"),
         labels=_optional(get(patch, "labels"), _labels, "model.labels"),
-        workspace_id=_workspace(patch) if workspace_given else None,
+        workspace_id=_workspace(request, patch) if workspace_given else None,
     )
+    if fields.workspace_id is not None:
+        require_workspace(request, principal, fields.workspace_id, P.CREATE_MODEL_REGISTRY)
     model_id = registry_of(request).change(model_name, fields)
     return _model_response(request, str(model_id))
 
@@ -313,7 +336,7 @@ def _set_archived(request: Request, model_name: str, archived: bool) -> dict[str
     return {}
 
 
-@router.post("/api/v1/models/{model_name}/archive")
+@router.post("/api/v1/models/{model_name}/archive", dependencies=[on_model(P.EDIT_MODEL_REGISTRY)])
 def archive_model(
     request: Request, model_name: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -321,7 +344,9 @@ def archive_model(
     return _set_archived(request, model_name, True)
 
 
-@router.post("/api/v1/models/{model_name}/unarchive")
+@router.post(
+    "/api/v1/models/{model_name}/unarchive", dependencies=[on_model(P.EDIT_MODEL_REGISTRY)]
+)
 def unarchive_model(
     request: Request, model_name: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -329,7 +354,7 @@ def unarchive_model(
     return _set_archived(request, model_name, False)
 
 
-@router.post("/api/v1/models/{model_name}/move")
+@router.post("/api/v1/models/{model_name}/move", dependencies=[on_model(P.EDIT_MODEL_REGISTRY)])
 def move_model(
     request: Request,
     model_name: str,
@@ -340,12 +365,13 @@ def move_model(
     destination = int_param(get(body, "destination_workspace_id"), "destinationWorkspaceId")
     if destination is None:
         raise APIError(400, "destinationWorkspaceId: required")
-    workspace_id = _workspace({"workspaceId": destination})
+    workspace_id = _workspace(request, {"workspaceId": destination})
+    require_workspace(request, principal, workspace_id, P.CREATE_MODEL_REGISTRY)
     registry_of(request).move(model_name, workspace_id)
     return {}
 
 
-@router.delete("/api/v1/models/{model_name}")
+@router.delete("/api/v1/models/{model_name}", dependencies=[on_model(P.DELETE_MODEL_REGISTRY)])
 def delete_model(
     request: Request, model_name: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -358,7 +384,7 @@ def delete_model(
 # versions
 
 
-@router.get("/api/v1/models/{model_name}/versions")
+@router.get("/api/v1/models/{model_name}/versions", dependencies=[on_model(P.VIEW_MODEL_REGISTRY)])
 def get_model_versions(
     request: Request, model_name: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -390,7 +416,7 @@ def get_model_versions(
     }
 
 
-@router.post("/api/v1/models/{model_name}/versions")
+@router.post("/api/v1/models/{model_name}/versions", dependencies=[on_model(P.EDIT_MODEL_REGISTRY)])
 def post_model_version(
     request: Request,
     model_name: str,
@@ -402,6 +428,7 @@ def post_model_version(
     uuid = get(body, "checkpoint_uuid")
     if not isinstance(uuid, str) or not uuid:
         raise APIError(400, "checkpointUuid: required")
+    require_checkpoint(request, principal, uuid, P.VIEW_EXPERIMENT_ARTIFACTS)
     fields = VersionFields(
         name=_text(get(body, "name"), "name"),
         comment=_text(get(body, "comment"), "comment"),
@@ -419,7 +446,9 @@ def _version_response(request: Request, model_name: str, number: int) -> dict[st
         return {"modelVersion": version_json(session, model, row)}
 
 
-@router.get("/api/v1/models/{model_name}/versions/{version}")
+@router.get(
+    "/api/v1/models/{model_name}/versions/{version}", dependencies=[on_model(P.VIEW_MODEL_REGISTRY)]
+)
 def get_model_version(
     request: Request, model_name: str, version: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -429,7 +458,9 @@ def get_model_version(
         return {"modelVersion": version_json(session, model, row)}
 
 
-@router.patch("/api/v1/models/{model_name}/versions/{version}")
+@router.patch(
+    "/api/v1/models/{model_name}/versions/{version}", dependencies=[on_model(P.EDIT_MODEL_REGISTRY)]
+)
 def patch_model_version(
     request: Request,
     model_name: str,
@@ -451,7 +482,10 @@ def patch_model_version(
     return _version_response(request, model_name, version)
 
 
-@router.delete("/api/v1/models/{model_name}/versions/{version}")
+@router.delete(
+    "/api/v1/models/{model_name}/versions/{version}",
+    dependencies=[on_model(getattr(P, "DELETE_MODEL_VERSION", P.DELETE_MODEL_REGISTRY))],
+)
 def delete_model_version(
     request: Request, model_name: str, version: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
+from determined.master._api._access import P, on_trial
 from determined.master._api._deps import (
     Principal,
     authenticate,
@@ -35,7 +36,10 @@ def _operation(length: int) -> dict[str, Any]:
     return {"op": {"validateAfter": {"length": str(length)}}, "completed": False}
 
 
-@router.get("/api/v1/trials/{trial_id}/searcher/operation")
+@router.get(
+    "/api/v1/trials/{trial_id}/searcher/operation",
+    dependencies=[on_trial(P.VIEW_EXPERIMENT_METADATA)],
+)
 def get_searcher_operation(
     request: Request, trial_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -71,7 +75,10 @@ def _parse_length(op: Any) -> int:
     return value
 
 
-@router.post("/api/v1/trials/{trial_id}/searcher/completed_operation")
+@router.post(
+    "/api/v1/trials/{trial_id}/searcher/completed_operation",
+    dependencies=[on_trial(P.UPDATE_EXPERIMENT)],
+)
 def complete_searcher_operation(
     request: Request,
     trial_id: int,

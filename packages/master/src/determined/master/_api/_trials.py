@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from determined.master._api import _serialize
+from determined.master._api._access import P, on_run, on_trial, on_trial_async, require_trial
 from determined.master._api._deps import (
     Principal,
     authenticate,
@@ -61,7 +62,7 @@ def _run_and_exp(session: Session, trial_id: int) -> tuple[Run, Experiment]:
     return run, exp
 
 
-@router.get("/api/v1/trials/{trial_id}")
+@router.get("/api/v1/trials/{trial_id}", dependencies=[on_trial(P.VIEW_EXPERIMENT_METADATA)])
 def get_trial(
     request: Request, trial_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -87,7 +88,9 @@ async def _report_many(
     return {}
 
 
-@router.post("/api/v1/trials/{trial_id}/metrics")
+@router.post(
+    "/api/v1/trials/{trial_id}/metrics", dependencies=[on_trial_async(P.UPDATE_EXPERIMENT)]
+)
 async def report_metrics(
     request: Request,
     trial_id: int,
@@ -99,7 +102,9 @@ async def report_metrics(
     return await _report(request, trial_id, group, get(body, "metrics"))
 
 
-@router.post("/api/v1/trials/{trial_id}/metrics/batch")
+@router.post(
+    "/api/v1/trials/{trial_id}/metrics/batch", dependencies=[on_trial_async(P.UPDATE_EXPERIMENT)]
+)
 async def report_metrics_batch(
     request: Request,
     trial_id: int,
@@ -115,7 +120,9 @@ async def report_metrics_batch(
     )
 
 
-@router.post("/api/v1/trials/{trial_id}/training_metrics")
+@router.post(
+    "/api/v1/trials/{trial_id}/training_metrics", dependencies=[on_trial_async(P.UPDATE_EXPERIMENT)]
+)
 async def report_training_metrics(
     request: Request,
     trial_id: int,
@@ -126,7 +133,10 @@ async def report_training_metrics(
     return await _report(request, trial_id, "training", get(body, "training_metrics"))
 
 
-@router.post("/api/v1/trials/{trial_id}/validation_metrics")
+@router.post(
+    "/api/v1/trials/{trial_id}/validation_metrics",
+    dependencies=[on_trial_async(P.UPDATE_EXPERIMENT)],
+)
 async def report_validation_metrics(
     request: Request,
     trial_id: int,
@@ -137,7 +147,7 @@ async def report_validation_metrics(
     return await _report(request, trial_id, "validation", get(body, "validation_metrics"))
 
 
-@router.post("/api/v1/trials/{trial_id}/progress")
+@router.post("/api/v1/trials/{trial_id}/progress", dependencies=[on_trial(P.UPDATE_EXPERIMENT)])
 def report_progress(
     request: Request,
     trial_id: int,
@@ -152,7 +162,9 @@ def report_progress(
     return {}
 
 
-@router.post("/api/v1/trials/{trial_id}/runner/metadata")
+@router.post(
+    "/api/v1/trials/{trial_id}/runner/metadata", dependencies=[on_trial(P.UPDATE_EXPERIMENT)]
+)
 def runner_metadata(
     request: Request,
     trial_id: int,
@@ -168,7 +180,7 @@ def runner_metadata(
     return {}
 
 
-@router.post("/api/v1/trials/{trial_id}/early_exit")
+@router.post("/api/v1/trials/{trial_id}/early_exit", dependencies=[on_trial(P.UPDATE_EXPERIMENT)])
 def early_exit(
     request: Request,
     trial_id: int,
@@ -186,7 +198,7 @@ def early_exit(
     return {}
 
 
-@router.post("/api/v1/trials/{trial_id}/kill")
+@router.post("/api/v1/trials/{trial_id}/kill", dependencies=[on_trial(P.UPDATE_EXPERIMENT)])
 def kill_trial(
     request: Request, trial_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -195,7 +207,9 @@ def kill_trial(
     return {}
 
 
-@router.get("/api/v1/trials/{trial_id}/checkpoints")
+@router.get(
+    "/api/v1/trials/{trial_id}/checkpoints", dependencies=[on_trial(P.VIEW_EXPERIMENT_ARTIFACTS)]
+)
 def trial_checkpoints(
     request: Request, trial_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -216,7 +230,9 @@ WORKLOAD_FILTERS = {
 }
 
 
-@router.get("/api/v1/trials/{trial_id}/workloads")
+@router.get(
+    "/api/v1/trials/{trial_id}/workloads", dependencies=[on_trial(P.VIEW_EXPERIMENT_METADATA)]
+)
 def trial_workloads(
     request: Request, trial_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -282,6 +298,7 @@ def runs_start(
     run_id = int_param(get(body, "run_id"), "runId")
     if run_id is None:
         raise APIError(400, "runId: required")
+    require_trial(request, p, run_id, P.UPDATE_EXPERIMENT)
     storage = get(body, "checkpoint_storage")
     storage_id = trial_records_of(request).register_storage(
         run_id, storage if isinstance(storage, dict) else None
@@ -289,7 +306,7 @@ def runs_start(
     return {"storageId": storage_id}
 
 
-@router.get("/api/v1/runs/{run_id}/metadata")
+@router.get("/api/v1/runs/{run_id}/metadata", dependencies=[on_run(P.VIEW_EXPERIMENT_METADATA)])
 def get_run_metadata(
     request: Request, run_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -298,7 +315,7 @@ def get_run_metadata(
         return {"metadata": _get_run(session, run_id).metadata_ or {}}
 
 
-@router.post("/api/v1/runs/{run_id}/metadata")
+@router.post("/api/v1/runs/{run_id}/metadata", dependencies=[on_run(P.UPDATE_EXPERIMENT_METADATA)])
 def post_run_metadata(
     request: Request,
     run_id: int,
@@ -327,7 +344,7 @@ def _metric_report(row: Metric) -> dict[str, Any]:
     }
 
 
-def _metrics_stream(request: Request, group: str | None) -> StreamingResponse:
+def _metrics_stream(request: Request, p: Principal, group: str | None) -> StreamingResponse:
     q = request.query_params
     ids = [int_param(t, "trialIds") for t in q.getlist("trialIds") + q.getlist("trial_ids")]
     if not ids:
@@ -339,6 +356,7 @@ def _metrics_stream(request: Request, group: str | None) -> StreamingResponse:
     with master.db.read() as session:
         for trial_id in ids:
             _get_run(session, trial_id)
+            require_trial(request, p, trial_id, P.VIEW_EXPERIMENT_METADATA)
         rows = list(
             session.scalars(
                 select(Metric)
@@ -360,19 +378,19 @@ def _metrics_stream(request: Request, group: str | None) -> StreamingResponse:
 @router.get("/api/v1/trials/metrics/trial_metrics")
 def trial_metrics(request: Request, p: Principal = Depends(authenticate)) -> StreamingResponse:
     """Stream the metrics of a group for some trials."""
-    return _metrics_stream(request, None)
+    return _metrics_stream(request, p, None)
 
 
 @router.get("/api/v1/trials/metrics/training_metrics")
 def training_metrics(request: Request, p: Principal = Depends(authenticate)) -> StreamingResponse:
     """Stream training metrics."""
-    return _metrics_stream(request, "training")
+    return _metrics_stream(request, p, "training")
 
 
 @router.get("/api/v1/trials/metrics/validation_metrics")
 def validation_metrics(request: Request, p: Principal = Depends(authenticate)) -> StreamingResponse:
     """Stream validation metrics."""
-    return _metrics_stream(request, "validation")
+    return _metrics_stream(request, p, "validation")
 
 
 def trial_is_terminal(master: Any, trial_id: int) -> bool:

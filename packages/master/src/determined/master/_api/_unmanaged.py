@@ -14,6 +14,7 @@ import yaml
 from fastapi import APIRouter, Depends, Request
 
 from determined.master._api import _serialize
+from determined.master._api._access import P, on_trial, require_experiment, require_project
 from determined.master._api._deps import (
     Principal,
     authenticate,
@@ -80,6 +81,8 @@ def create_unmanaged_experiment(
         raise APIError(400, "only unmanaged experiments are supported")
     if int_param(get(body, "parent_id"), "parentId"):
         raise APIError(400, "can't fork into an unmanaged experiment")
+    project_id = int_param(get(body, "project_id"), "projectId", 1) or 1
+    require_project(request, principal, project_id, P.CREATE_EXPERIMENT)
     master = master_of(request)
     config, original = _validate(master, get(body, "config"))
     if get(body, "validate_only"):
@@ -88,7 +91,7 @@ def create_unmanaged_experiment(
         owner_id=principal.user.id,
         config=config,
         original=original,
-        project_id=int_param(get(body, "project_id"), "projectId", 1) or 1,
+        project_id=project_id,
         external_id=external_id,
     )
     with master.db.read() as session:
@@ -116,13 +119,14 @@ def put_experiment(
 
 
 def _create_trial(
-    request: Request, create: dict[str, Any], external_id: str | None
+    request: Request, p: Principal, create: dict[str, Any], external_id: str | None
 ) -> dict[str, Any]:
     if not bool_param(get(create, "unmanaged")):
         raise APIError(400, "only unmanaged trials are supported")
     exp_id = int_param(get(create, "experiment_id"), "experimentId")
     if exp_id is None:
         raise APIError(400, "experimentId: required")
+    require_experiment(request, p, exp_id, P.UPDATE_EXPERIMENT)
     hparams = get(create, "hparams") or {}
     if not isinstance(hparams, dict):
         raise APIError(400, "hparams: must be an object")
@@ -139,7 +143,7 @@ def create_trial(
     principal: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Add a trial to an unmanaged experiment (``{experimentId, hparams, unmanaged: true}``)."""
-    return _create_trial(request, body, None)
+    return _create_trial(request, principal, body, None)
 
 
 @router.put("/api/v1/trials")
@@ -156,10 +160,10 @@ def put_trial(
     external_id = get(body, "external_trial_id")
     if not isinstance(external_id, str) or not external_id:
         raise APIError(400, "externalTrialId: required (a string)")
-    return _create_trial(request, create, external_id)
+    return _create_trial(request, principal, create, external_id)
 
 
-@router.patch("/api/v1/trials/{trial_id}")
+@router.patch("/api/v1/trials/{trial_id}", dependencies=[on_trial(P.UPDATE_EXPERIMENT)])
 def patch_trial(
     request: Request,
     trial_id: int,
@@ -176,7 +180,7 @@ def patch_trial(
         return {"trial": _serialize.trial(session, run)}
 
 
-@router.post("/api/v1/trials/{trial_id}/start")
+@router.post("/api/v1/trials/{trial_id}/start", dependencies=[on_trial(P.UPDATE_EXPERIMENT)])
 def start_trial(
     request: Request,
     trial_id: int,

@@ -1,0 +1,351 @@
+"""Route-side RBAC: which workspace an object lives in, and the one guard every route calls.
+
+Upstream's semantics: an object the caller may not *see* answers 404 ("experiment 7 not found", as if
+it did not exist), an object it may see but not change answers 403 naming the missing permission, and
+nothing changes. The workspace of an experiment is its project's; a trial's and a checkpoint's are
+their experiment's; a model's is ``models.workspace_id``; a task's (command, notebook, TensorBoard,
+shell) is ``ntsc_tasks.workspace_id``. A trial's allocation token always passes on its own trial and
+experiment (the trial must never be locked out of itself); elsewhere it acts with its owner's roles.
+
+Routes use the dependencies (``dependencies=[on_experiment(P.UPDATE_EXPERIMENT)]``) or the
+``require_*`` functions; listings filter with :func:`visible` and the clauses of
+``determined.master.db`` (``experiments_visible`` ...).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from fastapi import Depends, Request
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from determined.master._api._deps import Principal, authenticate, authz_of, master_of
+from determined.master._core._authz import Permission
+from determined.master._wire import APIError
+from determined.master.db import (
+    Allocation,
+    Checkpoint,
+    Experiment,
+    Model,
+    ModelVersion,
+    NtscTask,
+    Run,
+)
+
+P = Permission
+
+_VIEW_OF: dict[Permission, Permission] = {
+    P.VIEW_EXPERIMENT_METADATA: P.VIEW_EXPERIMENT_METADATA,
+    P.VIEW_EXPERIMENT_ARTIFACTS: P.VIEW_EXPERIMENT_METADATA,
+    P.UPDATE_EXPERIMENT: P.VIEW_EXPERIMENT_METADATA,
+    P.UPDATE_EXPERIMENT_METADATA: P.VIEW_EXPERIMENT_METADATA,
+    P.DELETE_EXPERIMENT: P.VIEW_EXPERIMENT_METADATA,
+    P.CREATE_EXPERIMENT: P.VIEW_PROJECT,
+    P.VIEW_MODEL_REGISTRY: P.VIEW_MODEL_REGISTRY,
+    P.EDIT_MODEL_REGISTRY: P.VIEW_MODEL_REGISTRY,
+    P.CREATE_MODEL_REGISTRY: P.VIEW_MODEL_REGISTRY,
+    P.DELETE_MODEL_REGISTRY: P.VIEW_MODEL_REGISTRY,
+    P.VIEW_NSC: P.VIEW_NSC,
+    P.CREATE_NSC: P.VIEW_NSC,
+    P.UPDATE_NSC: P.VIEW_NSC,
+}
+"""The permission that decides whether the caller sees the object at all (404 without it)."""
+
+
+class _OwnTrials:
+    """allocation id → (trial id, experiment id) of a trial's allocation token (never changes)."""
+
+    def __init__(self) -> None:
+        self._map: dict[str, tuple[int | None, int | None]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, session: Session, allocation_id: str) -> tuple[int | None, int | None]:
+        hit = self._map.get(allocation_id)
+        if hit is not None:
+            return hit
+        trial_id = session.scalar(
+            select(Allocation.trial_id).where(Allocation.allocation_id == allocation_id)
+        )
+        exp_id = None
+        if trial_id is not None:
+            exp_id = session.scalar(select(Run.experiment_id).where(Run.id == trial_id))
+        with self._lock:
+            if len(self._map) > 10_000:
+                self._map.clear()
+            self._map[allocation_id] = (trial_id, exp_id)
+        return trial_id, exp_id
+
+
+_OWN = _OwnTrials()
+
+
+def own_trial(session: Session, p: Principal) -> tuple[int | None, int | None]:
+    """(trial id, experiment id) of the caller's allocation token; (None, None) for users."""
+    if p.allocation_id is None:
+        return None, None
+    return _OWN.get(session, p.allocation_id)
+
+
+def guard(request: Request, p: Principal, permission: Permission, ws: int, what: str) -> None:
+    """404 ``<what> not found`` unless the caller sees workspace ``ws``'s objects of this kind,
+    403 naming ``permission`` unless it holds it there."""
+    authz = authz_of(request)
+    if authz.can(p, permission, ws):
+        return
+    view = _VIEW_OF.get(permission, permission)
+    if view is not permission and authz.can(p, view, ws):
+        authz.check(p, permission, ws)
+    raise APIError(404, f"{what} not found")
+
+
+def visible(request: Request, p: Principal, permission: Permission) -> set[int] | None:
+    """Workspace ids a listing may show (None: every workspace)."""
+    return authz_of(request).visible_workspace_ids(p, permission)
+
+
+def experiment_workspace(request: Request, session: Session, exp_id: int) -> int:
+    """The workspace of an experiment; 404 when it does not exist (or is deleted)."""
+    exp = session.get(Experiment, exp_id)
+    if exp is None or exp.state == "DELETED":
+        raise APIError(404, f"experiment {exp_id} not found")
+    ws = authz_of(request).workspace_of_project(exp.project_id)
+    if ws is None:
+        raise APIError(404, f"experiment {exp_id} not found")
+    return ws
+
+
+def require_experiment(
+    request: Request, p: Principal, exp_id: int, permission: Permission, *, own_ok: bool = True
+) -> None:
+    """The guard for an experiment (a trial's token passes on its own experiment if ``own_ok``)."""
+    with master_of(request).db.read() as session:
+        if own_ok and p.allocation_id is not None and own_trial(session, p)[1] == exp_id:
+            return
+        ws = experiment_workspace(request, session, exp_id)
+    guard(request, p, permission, ws, f"experiment {exp_id}")
+
+
+def require_trial(request: Request, p: Principal, trial_id: int, permission: Permission) -> None:
+    """The guard for a trial: its experiment's workspace (a trial's token passes on itself)."""
+    with master_of(request).db.read() as session:
+        if p.allocation_id is not None and own_trial(session, p)[0] == trial_id:
+            return
+        exp_id = session.scalar(select(Run.experiment_id).where(Run.id == trial_id))
+        if exp_id is None:
+            raise APIError(404, f"trial {trial_id} not found")
+        try:
+            ws = experiment_workspace(request, session, exp_id)
+        except APIError:
+            raise APIError(404, f"trial {trial_id} not found") from None
+    guard(request, p, permission, ws, f"trial {trial_id}")
+
+
+def checkpoint_workspace(request: Request, session: Session, uuid: str) -> int | None:
+    """The workspace of a checkpoint's experiment; None when the checkpoint does not exist."""
+    row = session.execute(
+        select(Checkpoint.experiment_id, Checkpoint.trial_id).where(Checkpoint.uuid == uuid)
+    ).first()
+    if row is None:
+        return None
+    exp_id, trial_id = row
+    if exp_id is None and trial_id is not None:
+        exp_id = session.scalar(select(Run.experiment_id).where(Run.id == trial_id))
+    if exp_id is None:
+        return None
+    exp = session.get(Experiment, exp_id)
+    if exp is None:
+        return None
+    return authz_of(request).workspace_of_project(exp.project_id)
+
+
+def require_checkpoint(request: Request, p: Principal, uuid: str, permission: Permission) -> None:
+    """The guard for a checkpoint: its experiment's workspace."""
+    with master_of(request).db.read() as session:
+        ws = checkpoint_workspace(request, session, uuid)
+    if ws is None:
+        raise APIError(404, f"checkpoint {uuid} not found")
+    guard(request, p, permission, ws, f"checkpoint {uuid}")
+
+
+def model_workspace(session: Session, name: str) -> int | None:
+    """The workspace of a model given by name or numeric id; None when there is no such model."""
+    ws = session.scalar(select(Model.workspace_id).where(Model.name == name))
+    if ws is None and name.isdigit():
+        ws = session.scalar(select(Model.workspace_id).where(Model.id == int(name)))
+    return ws
+
+
+def require_model(request: Request, p: Principal, name: str, permission: Permission) -> None:
+    """The guard for a registered model (by name or id): ``models.workspace_id``."""
+    with master_of(request).db.read() as session:
+        ws = model_workspace(session, name)
+    if ws is None:
+        raise APIError(404, f"model {name!r} not found")
+    guard(request, p, permission, ws, f"model {name!r}")
+
+
+def require_task(request: Request, p: Principal, task_id: str, permission: Permission) -> None:
+    """The guard for a command/notebook/TensorBoard/shell; a trial's task id goes to its trial
+    (VIEW_NSC → VIEW_EXPERIMENT_METADATA, UPDATE_NSC → UPDATE_EXPERIMENT). Unknown ids pass
+    through, for the route's own 404."""
+    with master_of(request).db.read() as session:
+        row = session.get(NtscTask, task_id)
+        if row is None:
+            from determined.master.db import Task
+
+            trial_id = session.scalar(select(Task.trial_id).where(Task.task_id == task_id))
+            if trial_id is None:
+                return
+        else:
+            ws = int(getattr(row, "workspace_id", None) or 1)
+    if row is None:
+        trial_perm = (
+            P.UPDATE_EXPERIMENT if permission is P.UPDATE_NSC else P.VIEW_EXPERIMENT_METADATA
+        )
+        require_trial(request, p, trial_id, trial_perm)
+        return
+    guard(request, p, permission, ws, f"task {task_id}")
+
+
+def require_workspace(request: Request, p: Principal, ws: int, permission: Permission) -> None:
+    """The guard for creating something in workspace ``ws`` (404 when the caller cannot see it)."""
+    authz = authz_of(request)
+    if authz.can(p, permission, ws):
+        return
+    if authz.can(p, P.VIEW_WORKSPACE, ws):
+        authz.check(p, permission, ws)
+    raise APIError(404, f"workspace {ws} not found")
+
+
+def require_project(
+    request: Request, p: Principal, project_id: int, permission: Permission
+) -> None:
+    """The guard for creating something in a project: its workspace (404 for an unknown one)."""
+    ws = authz_of(request).workspace_of_project(project_id)
+    if ws is None:
+        raise APIError(404, f"project {project_id} not found")
+    authz = authz_of(request)
+    if authz.can(p, permission, ws):
+        return
+    if authz.can(p, P.VIEW_PROJECT, ws):
+        authz.check(p, permission, ws)
+    raise APIError(404, f"project {project_id} not found")
+
+
+# --- dependencies: one line per route --------------------------------------------------------
+
+
+def on_experiment(permission: Permission) -> Any:
+    """``Depends`` guarding the route's ``experiment_id`` path parameter."""
+
+    def dep(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> None:
+        require_experiment(request, p, experiment_id, permission)
+
+    return Depends(dep)
+
+
+def on_trial(permission: Permission) -> Any:
+    """``Depends`` guarding the route's ``trial_id`` path parameter."""
+
+    def dep(request: Request, trial_id: int, p: Principal = Depends(authenticate)) -> None:
+        require_trial(request, p, trial_id, permission)
+
+    return Depends(dep)
+
+
+def on_trial_async(permission: Permission) -> Any:
+    """:func:`on_trial` for hot ``async`` routes: a trial's token on its own trial costs no thread
+    hop once its allocation is known."""
+    from starlette.concurrency import run_in_threadpool
+
+    from determined.master._api._deps import authenticate_async
+
+    async def dep(
+        request: Request, trial_id: int, p: Principal = Depends(authenticate_async)
+    ) -> None:
+        if p.allocation_id is not None:
+            hit = _OWN._map.get(p.allocation_id)
+            if hit is not None and hit[0] == trial_id:
+                return
+        await run_in_threadpool(require_trial, request, p, trial_id, permission)
+
+    return Depends(dep)
+
+
+def on_checkpoint(permission: Permission) -> Any:
+    """``Depends`` guarding the route's ``uuid`` path parameter."""
+
+    def dep(request: Request, uuid: str, p: Principal = Depends(authenticate)) -> None:
+        require_checkpoint(request, p, uuid, permission)
+
+    return Depends(dep)
+
+
+def on_checkpoint_uuid(permission: Permission) -> Any:
+    """``Depends`` guarding the route's ``checkpoint_uuid`` path parameter."""
+
+    def dep(request: Request, checkpoint_uuid: str, p: Principal = Depends(authenticate)) -> None:
+        require_checkpoint(request, p, checkpoint_uuid, permission)
+
+    return Depends(dep)
+
+
+def on_model(permission: Permission) -> Any:
+    """``Depends`` guarding the route's ``model_name`` path parameter (a name or an id)."""
+
+    def dep(request: Request, model_name: str, p: Principal = Depends(authenticate)) -> None:
+        require_model(request, p, model_name, permission)
+
+    return Depends(dep)
+
+
+def on_task(permission: Permission, param: str = "task_id") -> Any:
+    """``Depends`` guarding the task id in path parameter ``param``."""
+
+    def dep(request: Request, p: Principal = Depends(authenticate)) -> None:
+        require_task(request, p, str(request.path_params[param]), permission)
+
+    return Depends(dep)
+
+
+def experiment_ids_visible(
+    request: Request, p: Principal, session: Session, ids: list[int]
+) -> None:
+    """404 for the first of ``ids`` the caller may not see (for routes taking id lists)."""
+    for exp_id in ids:
+        ws = experiment_workspace(request, session, exp_id)
+        guard(request, p, P.VIEW_EXPERIMENT_METADATA, ws, f"experiment {exp_id}")
+
+
+def model_version_workspace(session: Session, version_id: int) -> int | None:
+    """The workspace of a model version's model."""
+    return session.scalar(
+        select(Model.workspace_id)
+        .join(ModelVersion, ModelVersion.model_id == Model.id)
+        .where(ModelVersion.id == version_id)
+    )
+
+
+def acting_user(request: Request, p: Principal) -> Any:
+    """The requester to hand a service whose own rule is upstream's *basic* one (owner or admin).
+
+    With RBAC on, the route's guard has already decided by permission (an Editor may kill a
+    colleague's task in their workspace, as upstream); the service then sees an admin-equivalent
+    requester. With RBAC off the real user goes through and the owner rule holds.
+    """
+    if not authz_of(request).enabled:
+        return p.user
+    from types import SimpleNamespace
+
+    return SimpleNamespace(id=p.user.id, username=p.user.username, admin=True)
+
+
+def on_run(permission: Permission) -> Any:
+    """``Depends`` guarding the route's ``run_id`` path parameter (a run is a trial)."""
+
+    def dep(request: Request, run_id: int, p: Principal = Depends(authenticate)) -> None:
+        require_trial(request, p, run_id, permission)
+
+    return Depends(dep)
