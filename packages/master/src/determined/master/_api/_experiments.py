@@ -118,8 +118,10 @@ def create_experiment(
     except ValueError as e:
         raise APIError(400, f"searcher: {e}") from None
     parent_id = int_param(get(body, "parent_id"), "parentId")
-    project_id = int_param(get(body, "project_id"), "projectId", 1) or 1
+    projects = master.manager.projects
+    project_id = projects.experiment_target(int_param(get(body, "project_id"), "projectId"), config)
     require_project(request, principal, project_id, P.CREATE_EXPERIMENT)
+    projects.check_can_add(project_id)
     if parent_id is not None:
         require_experiment(request, principal, parent_id, P.VIEW_EXPERIMENT_METADATA)
     # Upstream's `warnings` holds only LaunchWarning enum values (its client rejects anything else);

@@ -7,6 +7,12 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
+from determined.master._api._access import (
+    P,
+    require_experiment,
+    require_project,
+    require_workspace,
+)
 from determined.master._api._deps import Principal, authenticate, int_param, json_body, master_of
 from determined.master._core._project_columns import project_columns
 from determined.master._core._projects import ProjectFields, Projects, find_project
@@ -63,6 +69,7 @@ def post_project(
         raise APIError(400, f"workspaceId: {in_body} differs from the path's {workspace_id}")
     name = _text(body, "name", "name", required=True)
     assert name is not None
+    require_workspace(request, principal, workspace_id, P.CREATE_PROJECT)
     project = projects_of(request).create(
         workspace_id,
         name,
@@ -84,6 +91,7 @@ def get_project_by_key(
         project_id = session.scalar(select(Project.id).where(Project.key == key.upper()))
     if project_id is None:
         raise APIError(404, f"project with key {key!r} not found")
+    require_project(request, principal, int(project_id), P.VIEW_PROJECT)
     return {"project": projects_of(request).get(int(project_id))}
 
 
@@ -92,6 +100,7 @@ def get_project(
     request: Request, project_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """One project with its experiment counts and notes."""
+    require_project(request, principal, project_id, P.VIEW_PROJECT)
     return {"project": projects_of(request).get(project_id)}
 
 
@@ -104,6 +113,7 @@ def patch_project(
 ) -> dict[str, Any]:
     """Change a project's ``name``, ``description`` or ``key`` (the body is the patch itself, as
     upstream's ``body: "project"``; a ``project`` wrapper is accepted too)."""
+    require_project(request, principal, project_id, P.UPDATE_PROJECT)
     patch = body.get("project") if isinstance(body.get("project"), dict) else body
     fields = ProjectFields(
         name=_text(patch, "name", "project.name"),
@@ -118,6 +128,7 @@ def delete_project(
     request: Request, project_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Delete a project and its (finished) experiments; ``completed`` is true when done."""
+    require_project(request, principal, project_id, P.DELETE_PROJECT)
     projects_of(request).delete(project_id, principal.user)
     return {"completed": True}
 
@@ -127,6 +138,7 @@ def archive_project(
     request: Request, project_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Archive a project: it takes no new experiments until unarchived."""
+    require_project(request, principal, project_id, P.UPDATE_PROJECT)
     projects_of(request).set_archived(project_id, True)
     return {}
 
@@ -136,6 +148,7 @@ def unarchive_project(
     request: Request, project_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Unarchive a project."""
+    require_project(request, principal, project_id, P.UPDATE_PROJECT)
     projects_of(request).set_archived(project_id, False)
     return {}
 
@@ -151,6 +164,8 @@ def move_project(
     target = int_param(get(body, "destination_workspace_id"), "destinationWorkspaceId")
     if target is None:
         raise APIError(400, "destinationWorkspaceId: required")
+    require_project(request, principal, project_id, P.DELETE_PROJECT)
+    require_workspace(request, principal, target, P.CREATE_PROJECT)
     projects_of(request).move(project_id, target)
     return {}
 
@@ -163,6 +178,7 @@ def add_project_note(
     principal: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Append a note (``{name, contents}``, upstream's body is the note itself): ``notes``."""
+    require_project(request, principal, project_id, P.UPDATE_PROJECT)
     note = body.get("note") if isinstance(body.get("note"), dict) else body
     (parsed,) = _notes([note], "note")
     return {"notes": projects_of(request).add_note(project_id, parsed["name"], parsed["contents"])}
@@ -176,6 +192,7 @@ def put_project_notes(
     principal: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Replace a project's notes (``notes``): the notes as stored."""
+    require_project(request, principal, project_id, P.UPDATE_PROJECT)
     in_body = int_param(get(body, "project_id"), "projectId")
     if in_body not in (None, 0, project_id):
         raise APIError(400, f"projectId: {in_body} differs from the path's {project_id}")
@@ -190,6 +207,7 @@ def get_project_columns(
     request: Request, project_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """The columns of the project's experiment table (fixed, ``hp.*``, metrics)."""
+    require_project(request, principal, project_id, P.VIEW_PROJECT)
     with master_of(request).db.read() as session:
         find_project(session, project_id)
         return {"columns": project_columns(session, project_id)}
@@ -206,8 +224,9 @@ def move_experiment(
     target = int_param(get(body, "destination_project_id"), "destinationProjectId")
     if target is None:
         raise APIError(400, "destinationProjectId: required")
+    require_experiment(request, principal, experiment_id, P.UPDATE_EXPERIMENT, own_ok=False)
+    require_project(request, principal, target, P.CREATE_EXPERIMENT)
     projects = projects_of(request)
-    projects.experiment_project(experiment_id)  # 404 first
     (result,) = projects.move_experiments([experiment_id], target)
     if result["error"]:
         raise APIError(400, result["error"])
@@ -229,8 +248,16 @@ def move_experiments(
     raw = get(body, "experiment_ids")
     if not isinstance(raw, list) or not raw:
         raise APIError(400, "experimentIds: required, a non-empty list of experiment ids")
-    ids = [int_param(x, "experimentIds") for x in raw]
-    with master_of(request).db.read() as session:
-        find_project(session, project_id)
-    moved = projects_of(request).move_experiments([i for i in ids if i], target, project_id)
-    return {"results": moved}
+    ids = [i for i in (int_param(x, "experimentIds") for x in raw) if i is not None]
+    require_project(request, principal, project_id, P.VIEW_PROJECT)
+    require_project(request, principal, target, P.CREATE_EXPERIMENT)
+    refused: dict[int, str] = {}
+    for exp_id in ids:
+        try:
+            require_experiment(request, principal, exp_id, P.UPDATE_EXPERIMENT, own_ok=False)
+        except APIError as e:
+            refused[exp_id] = e.message
+    allowed = [i for i in ids if i not in refused]
+    moved = {r["id"]: r for r in projects_of(request).move_experiments(allowed, target, project_id)}
+    results = [moved.get(i) or {"id": i, "error": refused[i]} for i in ids]
+    return {"results": results}

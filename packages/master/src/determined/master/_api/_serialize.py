@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from determined.master._core._projects import project_names
 from determined.master._wire import clean_float, state, ts
 from determined.master.db import Checkpoint, Experiment, Metric, Run, User, validation_at_step
 
@@ -172,11 +173,7 @@ def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict
         "forkedFrom": row.parent_id,
         "progress": row.progress,
         "projectId": row.project_id,
-        "projectName": "Uncategorized",
-        "workspaceId": 1,
-        "workspaceName": "Uncategorized",
-        "parentArchived": False,
-        "projectOwnerId": 1,
+        **project_names(session, row.project_id),
         "unmanaged": bool(row.unmanaged),
         "externalExperimentId": row.external_experiment_id,
         "error": row.error,

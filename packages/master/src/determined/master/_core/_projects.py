@@ -459,10 +459,24 @@ class Projects:
                 results.append({"id": exp_id, "error": error})
         return results
 
-    def experiment_project(self, experiment_id: int) -> int:
-        """The project an experiment is in; 404 when there is no such experiment."""
+    def experiment_target(self, requested: int | None, config: dict[str, Any]) -> int:
+        """The project a new experiment goes to, as upstream: ``projectId`` when above 1, else the
+        config's ``workspace``/``project`` names (both or neither), else the default project;
+        404 naming what is missing."""
+        if requested is not None and requested > DEFAULT_PROJECT_ID:
+            return requested
+        workspace_name = str(config.get("workspace") or "")
+        project_name = str(config.get("project") or "")
+        if bool(workspace_name) != bool(project_name):
+            raise APIError(
+                400, "workspace and project must both be included in config if one is provided"
+            )
+        if not workspace_name:
+            return DEFAULT_PROJECT_ID
         with self._db.read() as session:
-            exp = session.get(Experiment, experiment_id)
-            if exp is None or exp.state == "DELETED":
-                raise APIError(404, f"experiment {experiment_id} not found")
-            return exp.project_id
+            return resolve_by_names(session, workspace_name, project_name)
+
+    def check_can_add(self, project_id: int) -> None:
+        """404 for a missing project, 400 for an archived one (or one in an archived workspace)."""
+        with self._db.read() as session:
+            check_can_add_experiments(session, project_id)
