@@ -94,8 +94,9 @@ def test_create_get_list_and_edit(master: Master, tmp_path: pathlib.Path) -> Non
     assert (first.name, first.description, first.notes) == ("renamed", "about it", "some notes")
     assert first.labels == {"b", "c"}
 
-    with pytest.raises(ValueError, match="template"):
+    with pytest.raises(APIError, match="template 't' not found") as missing:
         sdk.create_experiment(trial_config(), TRIALS, template="t")
+    assert missing.value.status == 404
     with pytest.raises(ValueError, match="cannot read"):
         sdk.create_experiment(str(tmp_path / "missing.yaml"), TRIALS)
     with pytest.raises(APIError, match="searcher") as bad:

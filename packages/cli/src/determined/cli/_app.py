@@ -30,6 +30,7 @@ from determined.cli import (
     _resources,
     _session,
     _task,
+    _template,
     _tensorboard,
     _trial,
     _user,
@@ -118,6 +119,7 @@ COMMANDS: list[Node] = [
     *_command.COMMANDS,
     *_tensorboard.COMMANDS,
     *_notebook.COMMANDS,
+    *_template.COMMANDS,
 ]
 
 

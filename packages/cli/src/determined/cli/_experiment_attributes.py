@@ -12,7 +12,6 @@ from determined.cli._declarative import Arg, Cmd
 from determined.cli._errors import CliError
 from determined.cli._experiment_common import (
     experiment_id_arg,
-    get_experiment,
     none_or_int,
 )
 
@@ -22,16 +21,13 @@ def _patch(args: argparse.Namespace, body: dict[str, Any]) -> dict[str, Any]:
 
 
 def add_label(args: argparse.Namespace) -> None:
-    labels = list(get_experiment(args, args.experiment_id)["experiment"].get("labels") or [])
-    if args.label not in labels:
-        _patch(args, {"labels": [*labels, args.label]})
+    # One PUT of the label (upstream's route): two people labelling at once both keep theirs.
+    _session.api(args).experiments.add_label(args.experiment_id, args.label)
     print(f"Added label '{args.label}' to experiment {args.experiment_id}")
 
 
 def remove_label(args: argparse.Namespace) -> None:
-    labels = list(get_experiment(args, args.experiment_id)["experiment"].get("labels") or [])
-    if args.label in labels:
-        _patch(args, {"labels": [label for label in labels if label != args.label]})
+    _session.api(args).experiments.remove_label(args.experiment_id, args.label)
     print(f"Removed label '{args.label}' from experiment {args.experiment_id}")
 
 

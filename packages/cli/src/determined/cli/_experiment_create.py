@@ -127,6 +127,7 @@ def _submit(
         files,
         activate=not args.paused,
         project_id=args.project_id,
+        template=args.template,
     )
     assert created.id is not None
     experiment_id = created.id
@@ -195,6 +196,7 @@ CREATE = Cmd(
             "when the experiment ends; with --test, runs the test experiment there",
         ),
         Arg("--project_id", type=int, help="place this experiment inside this project"),
+        Arg("--template", help="name of template to apply to the experiment configuration"),
         Arg("--config", action="append", default=[], help=CONFIG_HELP),
         Group(
             Arg(

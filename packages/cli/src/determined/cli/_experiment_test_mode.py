@@ -170,11 +170,14 @@ def run_test(args: argparse.Namespace, config: dict[str, Any], files: list[dict[
     api = _session.api(args)
     text = _render.dump_yaml(config)
     print(_render.colored("Validating experiment configuration...", "yellow"))
-    client.create_experiment(session, text, files, validate_only=True, project_id=args.project_id)
+    template = getattr(args, "template", None)
+    client.create_experiment(
+        session, text, files, validate_only=True, project_id=args.project_id, template=template
+    )
     print(_render.colored("Experiment configuration validation succeeded! 🎉", "green"))
     test_text = _render.dump_yaml(make_test_config(config))
     created = client.create_experiment(
-        session, test_text, files, activate=True, project_id=args.project_id
+        session, test_text, files, activate=True, project_id=args.project_id, template=template
     )
     assert created.id is not None
     experiment_id = created.id

@@ -2,10 +2,10 @@
 processes call its REST API.
 
 ``Client(session)`` groups one resource client per REST resource (``.master``, ``.experiments``,
-``.trials``, ``.checkpoints``, ``.models``, ``.users``,
-``.cluster``, ``.tensorboards``, ``.notebooks``); ``MasterClient`` has the calls a task process
-makes. Both call the master only through the routes of ``ROUTES`` (upstream Determined's paths and
-JSON conventions), which a test checks against the master's OpenAPI document.
+``.trials``, ``.checkpoints``, ``.models``, ``.users``, ``.cluster``, ``.tensorboards``,
+``.notebooks``, ``.templates``); ``MasterClient`` has the calls a task process makes. Both call
+the master only through the routes of ``ROUTES`` (upstream Determined's paths and JSON
+conventions), which a test checks against the master's OpenAPI document.
 ``Session`` carries the master URL, the token and the retry policy (only idempotent calls are retried).
 """
 
@@ -30,6 +30,7 @@ from determined.client._projects import ProjectsClient
 from determined.client._routes import ROUTES, Route
 from determined.client._session import Session
 from determined.client._tasks import CommandsClient, TasksClient
+from determined.client._templates import TemplatesClient
 from determined.client._tensorboards import TensorboardsClient
 from determined.client._token_store import TokenStore
 from determined.client._trials import TrialsClient
@@ -58,6 +59,7 @@ __all__ = [
     "Route",
     "Session",
     "TasksClient",
+    "TemplatesClient",
     "TensorboardsClient",
     "TokenStore",
     "TrialsClient",

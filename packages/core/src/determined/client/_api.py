@@ -10,6 +10,7 @@ from determined.client._notebooks import NotebooksClient
 from determined.client._projects import ProjectsClient
 from determined.client._session import Session
 from determined.client._tasks import CommandsClient, TasksClient
+from determined.client._templates import TemplatesClient
 from determined.client._tensorboards import TensorboardsClient
 from determined.client._trials import TrialsClient
 from determined.client._users import UsersClient
@@ -39,6 +40,7 @@ class Client:
         self.tensorboards = TensorboardsClient(session)
         self.notebooks = NotebooksClient(session)
         self.projects = ProjectsClient(session)
+        self.templates = TemplatesClient(session)
 
     def __repr__(self) -> str:
         return f"Client({self.session.master_url!r})"

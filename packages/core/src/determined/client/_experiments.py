@@ -36,8 +36,12 @@ class ExperimentsClient:
         project_id: int | None = None,
         parent_id: int | None = None,
         validate_only: bool = False,
+        template: str | None = None,
     ) -> dict[str, Any]:
-        """Submit an experiment: ``experiment``, ``config``, ``warnings``, ``configWarnings``."""
+        """Submit an experiment: ``experiment``, ``config``, ``warnings``, ``configWarnings``.
+
+        ``template`` names a config template the master merges underneath ``config``.
+        """
         body: dict[str, Any] = {
             "config": config,
             "modelDefinition": list(model_definition),
@@ -49,6 +53,8 @@ class ExperimentsClient:
             body["parentId"] = parent_id
         if validate_only:
             body["validateOnly"] = True
+        if template is not None:
+            body["template"] = template
         return r.call(self.session, r.EXPERIMENT_CREATE, body=body)
 
     def create_unmanaged(self, config: str, *, project_id: int | None = None) -> dict[str, Any]:
@@ -88,6 +94,22 @@ class ExperimentsClient:
         return r.call(
             self.session, r.EXPERIMENT_PATCH, body=dict(fields), experiment_id=experiment_id
         )
+
+    def add_label(self, experiment_id: int | str, label: str) -> dict[str, Any]:
+        """Put one label on an experiment; the answer holds all its ``labels``."""
+        return r.call(
+            self.session, r.EXPERIMENT_LABEL_PUT, experiment_id=experiment_id, label=label
+        )
+
+    def remove_label(self, experiment_id: int | str, label: str) -> dict[str, Any]:
+        """Take one label off an experiment; the answer holds the ``labels`` left."""
+        return r.call(
+            self.session, r.EXPERIMENT_LABEL_DELETE, experiment_id=experiment_id, label=label
+        )
+
+    def labels(self, project_id: int | None = None) -> dict[str, Any]:
+        """Every label used on an experiment (of one project), most used first (``labels``)."""
+        return r.call(self.session, r.EXPERIMENT_LABELS, params={"projectId": project_id})
 
     def delete(self, experiment_id: int | str) -> dict[str, Any]:
         """Delete an experiment with its checkpoints and logs (the master does it asynchronously)."""
@@ -157,6 +179,7 @@ def create_experiment(
     project_id: int | None = None,
     parent_id: int | None = None,
     validate_only: bool = False,
+    template: str | None = None,
 ) -> CreatedExperiment:
     """``POST /api/v1/experiments`` with the config (a mapping or YAML text) and the context.
 
@@ -181,6 +204,7 @@ def create_experiment(
         project_id=project_id,
         parent_id=parent_id,
         validate_only=validate_only,
+        template=template,
     )
     experiment = answer.get("experiment") or {}
     return CreatedExperiment(

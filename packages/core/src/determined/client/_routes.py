@@ -152,6 +152,13 @@ EXPERIMENT_PUT = _route(
 EXPERIMENT_GET = _route("experiments.get", "GET", "/api/v1/experiments/{experiment_id}")
 EXPERIMENT_PATCH = _route("experiments.patch", "PATCH", "/api/v1/experiments/{experiment_id}")
 EXPERIMENT_DELETE = _route("experiments.delete", "DELETE", "/api/v1/experiments/{experiment_id}")
+EXPERIMENT_LABEL_PUT = _route(
+    "experiments.add_label", "PUT", "/api/v1/experiments/{experiment_id}/labels/{label}"
+)
+EXPERIMENT_LABEL_DELETE = _route(
+    "experiments.remove_label", "DELETE", "/api/v1/experiments/{experiment_id}/labels/{label}"
+)
+EXPERIMENT_LABELS = _route("experiments.labels", "GET", "/api/v1/experiment/labels")
 EXPERIMENT_ACTIONS = {
     action: _route(
         f"experiments.{action}", "POST", f"/api/v1/experiments/{{experiment_id}}/{action}", True
@@ -255,6 +262,17 @@ MODEL_VERSION_PATCH = _route(
 MODEL_VERSION_DELETE = _route(
     "models.delete_version", "DELETE", "/api/v1/models/{model_name}/versions/{version}"
 )
+
+# ---- config templates ---------------------------------------------------------------------------
+TEMPLATES_LIST = _route("templates.list", "GET", "/api/v1/templates")
+TEMPLATE_GET = _route("templates.get", "GET", "/api/v1/templates/{template_name}")
+TEMPLATE_CREATE = _route("templates.create", "POST", "/api/v1/templates/{template_name}", False)
+TEMPLATE_PUT = _route("templates.put", "PUT", "/api/v1/templates/{template_name}")
+TEMPLATE_PATCH_CONFIG = _route(
+    "templates.set_config", "PATCH", "/api/v1/templates/{template_name}", True
+)
+TEMPLATE_RENAME = _route("templates.rename", "PATCH", "/api/v1/template/rename", False)
+TEMPLATE_DELETE = _route("templates.delete", "DELETE", "/api/v1/templates/{template_name}")
 
 # ---- allocations, tasks and webhooks --------------------------------------------------------------
 ALLOCATION_PREEMPTION = _route(

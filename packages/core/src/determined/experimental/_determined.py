@@ -140,8 +140,8 @@ class Determined:
             model_dir: the context directory to upload (None uploads nothing).
             includes: more files or directories to upload beside it.
             project_id: the project to put it in.
-            template: a config template name; this master has no templates, so any value is an
-                error rather than being silently ignored.
+            template: a config template (``det template``) the master merges underneath
+                ``config`` (the experiment's own values win).
             parent_id: the experiment this one forks (recorded as ``forkedFrom``).
             activate: start it at once (False creates it PAUSED).
 
@@ -149,8 +149,6 @@ class Determined:
             ValueError: a bad config argument, or the context directory is too large.
             APIError: the master refused the config; its message names the field.
         """
-        if template is not None:
-            raise ValueError(f"template: config templates are not supported here ({template!r})")
         text = _config_text(config)
         if model_dir is None and includes:
             raise ValueError("includes: needs a model_dir")
@@ -162,6 +160,7 @@ class Determined:
             activate=activate,
             project_id=project_id,
             parent_id=parent_id,
+            template=template,
         )
         assert created.id is not None
         return self.get_experiment(created.id)

@@ -153,14 +153,14 @@ class Experiment:
         self.labels = set(answer["labels"]) if answer.get("labels") else None
 
     def add_label(self, label: str) -> None:
-        """Add one label (a no-op when present)."""
-        self.reload()
-        self.set_labels((self.labels or set()) | {label})
+        """Add one label (a no-op when present); ``labels`` becomes the master's full set."""
+        answer = self._api.experiments.add_label(self._id, label)
+        self.labels = set(answer.get("labels") or [])
 
     def remove_label(self, label: str) -> None:
-        """Remove one label (a no-op when absent)."""
-        self.reload()
-        self.set_labels((self.labels or set()) - {label})
+        """Remove one label (a no-op when absent); ``labels`` becomes the master's full set."""
+        answer = self._api.experiments.remove_label(self._id, label)
+        self.labels = set(answer.get("labels") or [])
 
     # ----------------------------------------------------------------------------- lifecycle
 

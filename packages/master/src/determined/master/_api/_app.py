@@ -286,7 +286,11 @@ def create_app(master: Master) -> FastAPI:
     app.include_router(_searcher_ops.router)
     app.include_router(info_router)
     app.include_router(_users.router)
+    from determined.master._api import _labels, _templates
+
+    app.include_router(_labels.router)
     app.include_router(_experiments.router)
+    app.include_router(_templates.router)
     app.include_router(_checkpoints.router)
     app.include_router(_models.router)
     app.include_router(_tasks.router)

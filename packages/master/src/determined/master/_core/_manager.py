@@ -22,6 +22,8 @@
     Tasks               commands, TensorBoards, notebooks and shells (placed by the RM like trials)
     Tensorboards        TensorBoard tasks over trials' event files; experiments' TensorBoard files
     Notebooks           JupyterLab tasks behind the proxy; Jupyter's activity for their idle timeout
+    Templates           config templates, merged under an experiment's config on create
+    ExperimentLabels    experiments' labels one at a time, and every label in use
     Projects            projects of workspaces, their notes, and moving experiments between them
     Authz               built-in roles and the one authorization check every route makes
 
@@ -44,6 +46,7 @@ from determined.master._core._cluster_view import ClusterView
 from determined.master._core._events import AllocationEvents
 from determined.master._core._experiments import Experiments
 from determined.master._core._lifecycle import Lifecycle
+from determined.master._core._labels import ExperimentLabels
 from determined.master._core._log_settings import LogSettings
 from determined.master._core._metrics_writer import MetricsWriter
 from determined.master._core._model_registry import ModelRegistry
@@ -53,6 +56,7 @@ from determined.master._core._recovery import recover
 from determined.master._core._searcher_ops import SearcherOperations
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._tasks import Tasks
+from determined.master._core._templates import Templates
 from determined.master._core._tensorboards import Tensorboards
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
@@ -109,6 +113,8 @@ class Manager:
         local = type(rm).__name__ == "LocalResourceManager"  # else the proxy reaches another host
         self.tensorboards = Tensorboards(db, self.tasks, rm, "127.0.0.1" if local else "0.0.0.0")
         self.notebooks = Notebooks(self.tasks, "127.0.0.1" if local else "0.0.0.0")
+        self.templates = Templates(db)
+        self.experiment_labels = ExperimentLabels(self.transactions, db)
         self._metrics_writer: MetricsWriter | None = None
         self._metrics_writer_lock = threading.Lock()
 
