@@ -21,7 +21,7 @@ def install(app: FastAPI) -> None:
     from starlette.staticfiles import StaticFiles
     from starlette.types import Receive, Scope, Send
 
-    from determined.master.ui import _api, _interactive, _pages
+    from determined.master.ui import _api, _interactive, _pages, _team_pages
     from determined.master.ui._render import STATIC_DIR, STATIC_PREFIX
 
     class _Static(StaticFiles):
@@ -40,5 +40,6 @@ def install(app: FastAPI) -> None:
 
     app.include_router(_api.router)
     app.include_router(_pages.router)
+    app.include_router(_team_pages.router)
     app.include_router(_interactive.router)
     app.mount(STATIC_PREFIX, _Static(directory=str(STATIC_DIR)), name="ui-static")

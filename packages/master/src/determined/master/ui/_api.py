@@ -16,8 +16,9 @@ from fastapi import APIRouter, Depends, Request
 from starlette.responses import Response
 
 from determined.master._api._deps import Principal, authenticate, master_of
+from determined.master._core._authz import Permission
 from determined.master._wire import APIError
-from determined.master.ui import _queries
+from determined.master.ui import _access, _log_queries, _queries, _workspace_queries
 from determined.master.ui._series import Series, SeriesCache, bucket_width
 
 router = APIRouter(tags=["Web UI"], include_in_schema=False)
@@ -192,8 +193,9 @@ def experiment_curves(
     request: Request, experiment_id: int, p: Principal = Depends(authenticate)
 ) -> Response:
     """Learning curves of every trial of an experiment (``group``, ``metric``, ``width``)."""
+    visible = _access.visible_workspaces(request, p)
     with master_of(request).db.read() as session:
-        exp, _ = _queries.get_experiment(session, experiment_id)
+        exp, _ = _queries.get_experiment(session, experiment_id, visible)
         rows = _queries.experiment_trials(session, exp)
         metric, smaller = _queries.searcher_of(exp.config)
     q = request.query_params
@@ -213,8 +215,9 @@ def compare_curves(request: Request, p: Principal = Depends(authenticate)) -> Re
     ids = id_list(request.query_params.get("trials"), "trials")
     if len(ids) > MAX_CURVE_TRIALS:
         raise APIError(400, f"trials: at most {MAX_CURVE_TRIALS} trials at once")
+    visible = _access.visible_workspaces(request, p)
     with master_of(request).db.read() as session:
-        rows = _queries.trials_by_id(session, ids)
+        rows = _queries.trials_by_id(session, ids, visible)
         missing = sorted(set(ids) - {r.id for r in rows})
         if missing:
             raise APIError(404, f"trials: no trial {', '.join(map(str, missing))}")
@@ -242,8 +245,9 @@ def trial_metrics(
     request: Request, trial_id: int, p: Principal = Depends(authenticate)
 ) -> Response:
     """Every numeric metric of every group of a trial, decimated to ``width`` columns."""
+    visible = _access.visible_workspaces(request, p)
     with master_of(request).db.read() as session:
-        run, _ = _queries.get_trial(session, trial_id)
+        run, _ = _queries.get_trial(session, trial_id, visible)
         rows = _queries.trial_rows(session, [run], {})
     row = rows[0]
     width = _width(request)
@@ -269,9 +273,10 @@ def trial_logs(request: Request, trial_id: int, p: Principal = Depends(authentic
     after = int_arg(q.get("after"), "after", 0) or 0
     tail = int_arg(q.get("tail"), "tail", 1000) or 1000
     rank = int_arg(q.get("rank"), "rank")
+    visible = _access.visible_workspaces(request, p)
     with master_of(request).db.read() as session:
-        run, _ = _queries.get_trial(session, trial_id)
-        logs = _queries.trial_logs(
+        run, _ = _queries.get_trial(session, trial_id, visible)
+        logs = _log_queries.trial_logs(
             session,
             run,
             after=after,
@@ -292,8 +297,10 @@ def trial_logs(request: Request, trial_id: int, p: Principal = Depends(authentic
 def search_trials(request: Request, p: Principal = Depends(authenticate)) -> Response:
     """Trials matching ``q`` (a trial id, an experiment id or part of an experiment's name)."""
     text = request.query_params.get("q") or ""
+    visible = _access.visible_workspaces(request, p)
     with master_of(request).db.read() as session:
-        return json_response(request, {"trials": _queries.search_trials(session, text)})
+        found = _queries.search_trials(session, text, visible=visible)
+    return json_response(request, {"trials": found})
 
 
 @router.get("/ui/api/experiments/{experiment_id}/hparams")
@@ -302,8 +309,9 @@ def experiment_hparams(
 ) -> Response:
     """Flattened hyperparameters, best searcher metric and parent (the trial it was warm-started
     from: PBT's lineage) of each trial (the hparam view)."""
+    visible = _access.visible_workspaces(request, p)
     with master_of(request).db.read() as session:
-        exp, _ = _queries.get_experiment(session, experiment_id)
+        exp, _ = _queries.get_experiment(session, experiment_id, visible)
         rows = _queries.experiment_trials(session, exp)
         metric, smaller = _queries.searcher_of(exp.config)
     names: list[str] = []
@@ -326,3 +334,15 @@ def experiment_hparams(
         request,
         {"metric": metric, "smallerIsBetter": smaller, "hparams": names, "trials": trials},
     )
+
+
+@router.get("/ui/api/workspaces/{workspace_id}/permissions")
+def workspace_permissions(
+    request: Request, workspace_id: int, p: Principal = Depends(authenticate)
+) -> Response:
+    """The caller's permissions on a workspace it can see (``PERMISSION_TYPE_...`` names) and
+    the UI actions they allow (``{"update": true, "metadata": false, ...}``); 404 otherwise."""
+    visible = _access.visible_workspaces(request, p, Permission.VIEW_WORKSPACE)
+    with master_of(request).db.read() as session:
+        _workspace_queries.get_workspace(session, workspace_id, visible)
+    return json_response(request, _access.permissions(request, p, workspace_id))

@@ -16,9 +16,18 @@ from fastapi import APIRouter, Depends, Form, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from determined.master._api._deps import Principal, authenticate, master_of
+from determined.master._core._authz import Permission
 from determined.master._wire import APIError
 from determined.master.db import checkpoint_validation_metrics
-from determined.master.ui import _api, _queries, _registry_queries, _session
+from determined.master.ui import (
+    _access,
+    _api,
+    _log_queries,
+    _queries,
+    _registry_queries,
+    _session,
+    _workspace_queries,
+)
 from determined.master.ui._mask import mask
 from determined.master.ui._render import render, render_fragment
 
@@ -109,15 +118,25 @@ def logout(request: Request) -> Response:
 # Experiments
 
 
-def _list_context(request: Request) -> dict[str, Any]:
+def list_context(request: Request, p: Principal, project: int | None = None) -> dict[str, Any]:
+    """What the experiment list shows: the experiments ``p`` can see (of ``project`` when given,
+    the project page's list), filtered, sorted and paged as the query asks."""
     flt = _queries.ExperimentFilter.parse(request.query_params)
+    if project is not None:
+        flt.project = project
+    visible = _access.visible_workspaces(request, p)
     with master_of(request).db.read() as session:
-        page = _queries.experiment_page(session, flt)
+        page = _queries.experiment_page(session, flt, visible)
         owners = _queries.owners(session)
+    # A project's list links back to the project's page (its filter is the address).
+    path = "/experiments" if flt.project is None else f"/projects/{flt.project}"
 
     def link(**changes: Any) -> str:
-        query = urllib.parse.urlencode(flt.params(**changes))
-        return "/experiments" + (f"?{query}" if query else "")
+        params = flt.params(**changes)
+        if flt.project is not None:
+            params.pop("project", None)
+        query = urllib.parse.urlencode(params)
+        return path + (f"?{query}" if query else "")
 
     def sort_link(column: str) -> str:
         desc = not flt.desc if flt.sort == column else column not in ("name", "owner", "state")
@@ -132,20 +151,21 @@ def _list_context(request: Request) -> dict[str, Any]:
         "link": link,
         "sort_link": sort_link,
         "query": urllib.parse.urlencode(flt.params()),
+        "list_path": path,
     }
 
 
 @router.get("/experiments")
 def experiments(request: Request) -> Response:
     return _page(
-        request, lambda p: render("experiments.html", user=p.user, **_list_context(request))
+        request, lambda p: render("experiments.html", user=p.user, **list_context(request, p))
     )
 
 
 @router.get("/ui/partials/experiments")
 def experiments_partial(request: Request, p: Principal = Depends(authenticate)) -> HTMLResponse:
     """The rows (and count) of the experiment list, for its live refresh."""
-    html = render_fragment("partials/experiment_rows.html", **_list_context(request))
+    html = render_fragment("partials/experiment_rows.html", **list_context(request, p))
     return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
 
@@ -164,10 +184,12 @@ def config_yaml(exp: Any) -> tuple[str, str]:
     return submitted, full
 
 
-def _experiment_context(request: Request, experiment_id: int) -> dict[str, Any]:
+def _experiment_context(request: Request, p: Principal, experiment_id: int) -> dict[str, Any]:
+    visible = _access.visible_workspaces(request, p)
     with master_of(request).db.read() as session:
-        exp, owner = _queries.get_experiment(session, experiment_id)
+        exp, owner = _queries.get_experiment(session, experiment_id, visible)
         trials = _queries.experiment_trials(session, exp)
+        where = _workspace_queries.location_of(session, exp.project_id)
     metric, smaller = _queries.searcher_of(exp.config)
     best_values = [t.best for t in trials if t.best is not None]
     best = (min(best_values) if smaller else max(best_values)) if best_values else None
@@ -187,13 +209,15 @@ def _experiment_context(request: Request, experiment_id: int) -> dict[str, Any]:
         "hparam_names": hparam_names,
         "flatten": _queries.flatten_hparams,
         "terminal": _queries.is_terminal(exp.state),
+        "where": where,
+        "can": _access.allowed(request, p, where.workspace_id if where else None),
     }
 
 
 @router.get("/experiments/{experiment_id}")
 def experiment(request: Request, experiment_id: str) -> Response:
     def build(p: Principal) -> Response:
-        context = _experiment_context(request, _int_id(experiment_id, "experiment"))
+        context = _experiment_context(request, p, _int_id(experiment_id, "experiment"))
         submitted, full = config_yaml(context["exp"])
         q = request.query_params
         chart = {
@@ -221,7 +245,7 @@ def experiment_partial(
 ) -> HTMLResponse:
     """The live parts of an experiment page: status and actions, trials table."""
     html = render_fragment(
-        "partials/experiment_live.html", **_experiment_context(request, experiment_id)
+        "partials/experiment_live.html", **_experiment_context(request, p, experiment_id)
     )
     return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
@@ -230,14 +254,18 @@ def experiment_partial(
 # Trials
 
 
-def _trial_context(request: Request, trial_id: int, *, page: bool = False) -> dict[str, Any]:
+def _trial_context(
+    request: Request, p: Principal, trial_id: int, *, page: bool = False
+) -> dict[str, Any]:
     """What the trial templates show (``page``: also what only the full page needs)."""
+    visible = _access.visible_workspaces(request, p)
     with master_of(request).db.read() as session:
-        run, exp = _queries.get_trial(session, trial_id)
+        run, exp = _queries.get_trial(session, trial_id, visible)
+        where = _workspace_queries.location_of(session, exp.project_id)
         metric, _ = _queries.searcher_of(exp.config)
         row = _queries.trial_rows(session, [run], {exp.id: metric})[0]
         checkpoints = _queries.trial_checkpoints(session, trial_id)
-        ranks = _queries.log_ranks(session, run.task_id) if page else []
+        ranks = _log_queries.log_ranks(session, run.task_id) if page else []
     return {
         "trial": row,
         "run": run,
@@ -248,15 +276,17 @@ def _trial_context(request: Request, trial_id: int, *, page: bool = False) -> di
         "hparams": _queries.flatten_hparams(run.hparams or {}),
         "searcher_name": str((exp.config.get("searcher") or {}).get("name") or ""),
         "ranks": ranks,
-        "levels": _queries.LOG_LEVELS,
+        "levels": _log_queries.LOG_LEVELS,
         "terminal": _queries.is_terminal(run.state),
+        "where": where,
+        "can": _access.allowed(request, p, where.workspace_id if where else None),
     }
 
 
 @router.get("/trials/{trial_id}")
 def trial(request: Request, trial_id: str) -> Response:
     def build(p: Principal) -> Response:
-        context = _trial_context(request, _int_id(trial_id, "trial"), page=True)
+        context = _trial_context(request, p, _int_id(trial_id, "trial"), page=True)
         return render("trial.html", user=p.user, **context)
 
     return _page(request, build)
@@ -267,7 +297,7 @@ def trial_partial(
     request: Request, trial_id: int, p: Principal = Depends(authenticate)
 ) -> HTMLResponse:
     """The live parts of a trial page: status, checkpoints."""
-    html = render_fragment("partials/trial_live.html", **_trial_context(request, trial_id))
+    html = render_fragment("partials/trial_live.html", **_trial_context(request, p, trial_id))
     return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
 
@@ -299,8 +329,9 @@ def compare(request: Request) -> Response:
 def models(request: Request) -> Response:
     def build(p: Principal) -> Response:
         archived = request.query_params.get("archived") in ("1", "true", "on")
+        visible = _access.visible_workspaces(request, p, Permission.VIEW_MODEL_REGISTRY)
         with master_of(request).db.read() as session:
-            rows = _registry_queries.list_models(session, include_archived=archived)
+            rows = _registry_queries.list_models(session, archived, visible)
         return render("models.html", user=p.user, models=rows, archived=archived)
 
     return _page(request, build)
@@ -309,8 +340,9 @@ def models(request: Request) -> Response:
 @router.get("/models/{name}")
 def model(request: Request, name: str) -> Response:
     def build(p: Principal) -> Response:
+        visible = _access.visible_workspaces(request, p, Permission.VIEW_MODEL_REGISTRY)
         with master_of(request).db.read() as session:
-            found = _registry_queries.get_model(session, name)
+            found = _registry_queries.get_model(session, name, visible)
             versions = _registry_queries.model_versions(session, found)
         return render("model.html", user=p.user, model=found, versions=versions)
 
@@ -321,8 +353,10 @@ def model(request: Request, name: str) -> Response:
 def model_version(request: Request, name: str, number: str) -> Response:
     def build(p: Principal) -> Response:
         version_number = _int_id(number, "model version")
+        visible = _access.visible_workspaces(request, p, Permission.VIEW_MODEL_REGISTRY)
+        seen = _access.visible_workspaces(request, p)
         with master_of(request).db.read() as session:
-            found = _registry_queries.get_model(session, name)
+            found = _registry_queries.get_model(session, name, visible)
             version = _registry_queries.get_model_version(session, found, version_number)
             ckpt = _queries.checkpoint_by_uuid(session, version.checkpoint_uuid)
             metrics = checkpoint_validation_metrics(session, ckpt) if ckpt else {}
@@ -330,7 +364,7 @@ def model_version(request: Request, name: str, number: str) -> Response:
             summary: dict[str, Any] = {}
             if ckpt is not None and ckpt.trial_id is not None:
                 try:
-                    run, exp = _queries.get_trial(session, ckpt.trial_id)
+                    run, exp = _queries.get_trial(session, ckpt.trial_id, seen)
                     summary = run.summary_metrics or {}
                 except APIError:
                     run = exp = None

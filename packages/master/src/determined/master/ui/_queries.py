@@ -10,10 +10,10 @@ import base64
 import dataclasses
 import datetime
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, or_, select
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from determined.master._wire import TERMINAL_STATES, APIError, as_utc
@@ -22,10 +22,14 @@ from determined.master.db import (
     Experiment,
     Metric,
     Run,
-    TaskLog,
     User,
 )
+from determined.master.db._visibility import experiments_visible
 from determined.master.ui._series import TrialVersion, to_number
+from determined.master.ui._workspace_queries import (
+    fill_locations,
+    require_visible_experiment,
+)
 
 EXPERIMENT_STATES = (
     "ACTIVE",
@@ -38,7 +42,6 @@ EXPERIMENT_STATES = (
     "CANCELED",
     "ERROR",
 )
-LOG_LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 PAGE_SIZES = (20, 50, 100, 200, 500)
 
 _NAME = func.coalesce(Experiment.config["name"].as_string(), "")
@@ -71,6 +74,7 @@ class ExperimentFilter:
     owner: str = ""
     label: str = ""
     archived: bool = False
+    project: int | None = None
     sort: str = "id"
     desc: bool = True
     limit: int = 50
@@ -96,12 +100,16 @@ class ExperimentFilter:
             raise APIError(400, f"limit: must be an integer, got {raw_limit!r}") from None
         if not 1 <= limit <= 500:
             raise APIError(400, "limit: must be between 1 and 500")
+        project = query.get("project") or ""
+        if project and not project.isdigit():
+            raise APIError(400, f"project: must be a project id, got {project!r}")
         return cls(
             name=(query.get("name") or "").strip(),
             state=state,
             owner=(query.get("owner") or "").strip(),
             label=(query.get("label") or "").strip(),
             archived=(query.get("archived") or "") in ("1", "true", "on", "yes"),
+            project=int(project) if project else None,
             sort=sort,
             desc=order == "desc",
             limit=limit,
@@ -118,6 +126,7 @@ class ExperimentFilter:
             "owner": merged.owner,
             "label": merged.label,
             "archived": "1" if merged.archived else "",
+            "project": "" if merged.project is None else str(merged.project),
             "sort": "" if merged.sort == "id" else merged.sort,
             "order": "" if merged.desc else "asc",
             "limit": "" if merged.limit == 50 else str(merged.limit),
@@ -167,6 +176,9 @@ class ExperimentRow:
     num_trials: int = 0
     best: float | None = None
     description: str = ""
+    project_id: int = 1
+    location: Any = None
+    """Its workspace and project (a ``_workspace_queries.Location``)."""
 
 
 @dataclasses.dataclass
@@ -177,12 +189,16 @@ class ExperimentPage:
     prev_cursor: str | None
 
 
-def _filtered(flt: ExperimentFilter) -> Any:
+def _filtered(flt: ExperimentFilter, visible: Collection[int] | None) -> Any:
     stmt = (
         select(Experiment, User.username)
         .join(User, User.id == Experiment.owner_id)
         .where(Experiment.state.notin_(("DELETED", "DELETING")))
     )
+    if visible is not None:
+        stmt = stmt.where(experiments_visible(visible))
+    if flt.project is not None:
+        stmt = stmt.where(Experiment.project_id == flt.project)
     if not flt.archived:
         stmt = stmt.where(Experiment.archived.is_(False))
     if flt.state:
@@ -201,10 +217,13 @@ def _filtered(flt: ExperimentFilter) -> Any:
     return stmt
 
 
-def experiment_page(session: Session, flt: ExperimentFilter) -> ExperimentPage:
-    """One page of the experiment list, with trial counts and best searcher metrics."""
+def experiment_page(
+    session: Session, flt: ExperimentFilter, visible: Collection[int] | None = None
+) -> ExperimentPage:
+    """One page of the experiment list (of the ``visible`` workspaces' experiments; None: all),
+    with trial counts, best searcher metrics and each experiment's workspace and project."""
     key = SORTS[flt.sort]
-    base = _filtered(flt)
+    base = _filtered(flt, visible)
     total = int(session.scalar(select(func.count()).select_from(base.subquery())) or 0)
     backwards = bool(flt.before) and not flt.after
     desc = flt.desc != backwards
@@ -239,9 +258,11 @@ def experiment_page(session: Session, flt: ExperimentFilter) -> ExperimentPage:
                 searcher_metric=metric,
                 smaller_is_better=smaller,
                 description=str(exp.config.get("description") or ""),
+                project_id=exp.project_id,
             )
         )
     fill_trial_stats(session, out)
+    fill_locations(session, out)
     keys = [(r[2], r[0].id) for r in rows]
     # Forward: more rows follow when the page overflowed; rows precede when we came via `after`.
     # Backward (via `before`): the mirror image.
@@ -284,8 +305,10 @@ def owners(session: Session) -> list[str]:
 # One experiment
 
 
-def get_experiment(session: Session, experiment_id: int) -> tuple[Experiment, str]:
-    """The experiment and its owner's name; 404 when missing or deleted."""
+def get_experiment(
+    session: Session, experiment_id: int, visible: Collection[int] | None = None
+) -> tuple[Experiment, str]:
+    """The experiment and its owner's name; 404 when missing, deleted or outside ``visible``."""
     row = session.execute(
         select(Experiment, User.username)
         .join(User, User.id == Experiment.owner_id)
@@ -293,6 +316,7 @@ def get_experiment(session: Session, experiment_id: int) -> tuple[Experiment, st
     ).first()
     if row is None or row[0].state in ("DELETED", "DELETING"):
         raise APIError(404, f"experiment {experiment_id} not found")
+    require_visible_experiment(session, row[0], visible, f"experiment {experiment_id}")
     return row[0], row[1]
 
 
@@ -442,11 +466,15 @@ def merge_groups(rows: Sequence[TrialRow]) -> dict[str, list[str]]:
 # Trials
 
 
-def get_trial(session: Session, trial_id: int) -> tuple[Run, Experiment]:
+def get_trial(
+    session: Session, trial_id: int, visible: Collection[int] | None = None
+) -> tuple[Run, Experiment]:
+    """A trial and its experiment; 404 when missing, deleted or outside ``visible``."""
     run = session.get(Run, trial_id)
     exp = session.get(Experiment, run.experiment_id) if run is not None else None
     if run is None or exp is None or exp.state in ("DELETED", "DELETING"):
         raise APIError(404, f"trial {trial_id} not found")
+    require_visible_experiment(session, exp, visible, f"trial {trial_id}")
     return run, exp
 
 
@@ -460,38 +488,36 @@ def trial_checkpoints(session: Session, trial_id: int) -> list[Checkpoint]:
     )
 
 
-def log_ranks(session: Session, task_id: str) -> list[int]:
-    """The ranks that logged (for the rank filter)."""
-    ranks = session.scalars(select(TaskLog.rank_id).where(TaskLog.task_id == task_id).distinct())
-    return sorted(r for r in ranks if r is not None)
-
-
 def checkpoint_by_uuid(session: Session, uuid: str) -> Checkpoint | None:
     return session.scalar(select(Checkpoint).where(Checkpoint.uuid == uuid))
 
 
-def trials_by_id(session: Session, trial_ids: Sequence[int]) -> list[TrialRow]:
-    """Rows for trials of any experiments, in the order asked; unknown ids are skipped."""
+def trials_by_id(
+    session: Session, trial_ids: Sequence[int], visible: Collection[int] | None = None
+) -> list[TrialRow]:
+    """Rows for trials of any (visible) experiments, in the order asked; others are skipped."""
     runs = list(session.scalars(select(Run).where(Run.id.in_(list(trial_ids)))))
-    exps = {
-        e.id: e
-        for e in session.scalars(
-            select(Experiment).where(Experiment.id.in_({r.experiment_id for r in runs}))
-        )
-    }
+    stmt = select(Experiment).where(Experiment.id.in_({r.experiment_id for r in runs}))
+    if visible is not None:
+        stmt = stmt.where(experiments_visible(visible))
+    exps = {e.id: e for e in session.scalars(stmt)}
     runs = [r for r in runs if r.experiment_id in exps and exps[r.experiment_id].state != "DELETED"]
     rows = trial_rows(session, runs, {i: searcher_of(e.config)[0] for i, e in exps.items()})
     position = {t: i for i, t in enumerate(trial_ids)}
     return sorted(rows, key=lambda r: position.get(r.id, 0))
 
 
-def search_trials(session: Session, text: str, limit: int = 50) -> list[dict[str, Any]]:
+def search_trials(
+    session: Session, text: str, limit: int = 50, visible: Collection[int] | None = None
+) -> list[dict[str, Any]]:
     """Trials for the compare picker: by trial id, experiment id or experiment name."""
     stmt = (
         select(Run, Experiment)
         .join(Experiment, Experiment.id == Run.experiment_id)
         .where(Experiment.state.notin_(("DELETED", "DELETING")))
     )
+    if visible is not None:
+        stmt = stmt.where(experiments_visible(visible))
     text = text.strip()
     if text.isdigit():
         number = int(text)
@@ -513,58 +539,6 @@ def search_trials(session: Session, text: str, limit: int = 50) -> list[dict[str
             }
         )
     return out
-
-
-# ---------------------------------------------------------------------------------------------
-# Logs
-
-
-def trial_logs(
-    session: Session,
-    run: Run,
-    *,
-    after: int = 0,
-    tail: int = 1000,
-    rank: int | None = None,
-    level: str = "",
-    text: str = "",
-) -> list[dict[str, Any]]:
-    """Log lines of a trial: those after id ``after``, or the last ``tail`` lines when ``after`` is 0.
-
-    ``level`` keeps that level and the more severe ones (lines without a level count as INFO).
-    """
-    stmt = select(TaskLog).where(TaskLog.task_id == run.task_id)
-    if rank is not None:
-        stmt = stmt.where(TaskLog.rank_id == rank)
-    if level:
-        name = level.upper().removeprefix("LOG_LEVEL_")
-        if name not in LOG_LEVELS:
-            raise APIError(400, f"level: must be one of {', '.join(LOG_LEVELS)}, got {level!r}")
-        keep = [f"LOG_LEVEL_{lv}" for lv in LOG_LEVELS[LOG_LEVELS.index(name) :]]
-        cond: ColumnElement[bool] = TaskLog.level.in_(keep)
-        if "LOG_LEVEL_INFO" in keep:
-            cond = or_(cond, TaskLog.level.is_(None))
-        stmt = stmt.where(cond)
-    if text:
-        stmt = stmt.where(func.lower(TaskLog.log).contains(text.lower(), autoescape=True))
-    if after:
-        rows = list(
-            session.scalars(stmt.where(TaskLog.id > after).order_by(TaskLog.id).limit(5000))
-        )
-    else:
-        rows = list(session.scalars(stmt.order_by(TaskLog.id.desc()).limit(tail)))
-        rows.reverse()
-    return [
-        {
-            "id": row.id,
-            "time": as_utc(row.timestamp).isoformat() if row.timestamp else "",  # type: ignore[union-attr]
-            "rank": row.rank_id,
-            "level": (row.level or "LOG_LEVEL_INFO").removeprefix("LOG_LEVEL_"),
-            "text": row.log.rstrip("\n"),
-            "stdtype": row.stdtype or "",
-        }
-        for row in rows
-    ]
 
 
 def is_terminal(state: str) -> bool:

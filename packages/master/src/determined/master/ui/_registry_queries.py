@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 from sqlalchemy import func, select
@@ -9,11 +10,17 @@ from sqlalchemy.orm import Session
 
 from determined.master._wire import APIError
 from determined.master.db import Checkpoint, Model, ModelVersion, User
+from determined.master.db._visibility import models_visible
 
 
-def list_models(session: Session, include_archived: bool = False) -> list[dict[str, Any]]:
-    """Every model with its number of versions and owner: two queries."""
+def list_models(
+    session: Session, include_archived: bool = False, visible: Collection[int] | None = None
+) -> list[dict[str, Any]]:
+    """Every model (of the ``visible`` workspaces; None: all) with its number of versions and
+    owner: two queries."""
     stmt = select(Model, User.username).outerjoin(User, User.id == Model.user_id)
+    if visible is not None:
+        stmt = stmt.where(models_visible(visible))
     if not include_archived:
         stmt = stmt.where(Model.archived.is_(False))
     models = list(session.execute(stmt.order_by(Model.last_updated_time.desc(), Model.id.desc())))
@@ -30,12 +37,12 @@ def list_models(session: Session, include_archived: bool = False) -> list[dict[s
     ]
 
 
-def get_model(session: Session, name: str) -> Model:
-    """A model by name (or numeric id); 404 otherwise."""
+def get_model(session: Session, name: str, visible: Collection[int] | None = None) -> Model:
+    """A model by name (or numeric id) in a ``visible`` workspace; 404 otherwise."""
     model = session.scalar(select(Model).where(Model.name == name))
     if model is None and name.isdigit():
         model = session.get(Model, int(name))
-    if model is None:
+    if model is None or (visible is not None and model.workspace_id not in visible):
         raise APIError(404, f"model {name!r} not found")
     return model
 

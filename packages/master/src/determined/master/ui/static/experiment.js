@@ -15,13 +15,22 @@ live.addEventListener("click", async (event) => {
   const action = button.dataset.action;
   if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
   button.disabled = true;
+  showActionError("");
   try {
     await api(`/api/v1/experiments/${data.experimentId}/${action}`, { method: "POST", body: {} });
   } catch (error) {
-    window.alert(`${action} failed: ${error.message}`);
+    showActionError(`${action} failed: ${error.message}`);
   }
   await refreshLive();
 });
+
+/** Show why an action failed (e.g. "403: ... lacks PERMISSION_TYPE_...") under the status bar. */
+function showActionError(message) {
+  const box = document.getElementById("action-error");
+  if (!box) return;
+  box.textContent = message;
+  box.hidden = !message;
+}
 
 // ---- trial selection for the compare page ---------------------------------------------------
 function restoreSelection() {
