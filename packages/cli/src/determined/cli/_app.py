@@ -26,6 +26,7 @@ from determined.cli import (
     _master,
     _model,
     _notebook,
+    _rbac,
     _render,
     _resources,
     _session,
@@ -120,6 +121,7 @@ COMMANDS: list[Node] = [
     *_tensorboard.COMMANDS,
     *_notebook.COMMANDS,
     *_template.COMMANDS,
+    *_rbac.COMMANDS,
 ]
 
 

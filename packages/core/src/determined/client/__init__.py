@@ -27,6 +27,7 @@ from determined.client._login import hash_password, login, logout, master_addres
 from determined.client._models import ModelsClient
 from determined.client._notebooks import NotebooksClient
 from determined.client._projects import ProjectsClient
+from determined.client._rbac import GroupsClient, RbacClient
 from determined.client._routes import ROUTES, Route
 from determined.client._session import Session
 from determined.client._tasks import CommandsClient, TasksClient
@@ -49,6 +50,7 @@ __all__ = [
     "CreatedExperiment",
     "ExperimentsClient",
     "ForbiddenError",
+    "GroupsClient",
     "MasterClient",
     "MasterInfoClient",
     "MasterNotFoundError",
@@ -56,6 +58,7 @@ __all__ = [
     "NotFoundError",
     "NotebooksClient",
     "ProjectsClient",
+    "RbacClient",
     "Route",
     "Session",
     "TasksClient",

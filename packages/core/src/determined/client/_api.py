@@ -8,6 +8,7 @@ from determined.client._experiments import ExperimentsClient
 from determined.client._models import ModelsClient
 from determined.client._notebooks import NotebooksClient
 from determined.client._projects import ProjectsClient
+from determined.client._rbac import GroupsClient, RbacClient
 from determined.client._session import Session
 from determined.client._tasks import CommandsClient, TasksClient
 from determined.client._templates import TemplatesClient
@@ -34,6 +35,8 @@ class Client:
         self.checkpoints = CheckpointsClient(session)
         self.models = ModelsClient(session)
         self.users = UsersClient(session)
+        self.groups = GroupsClient(session)
+        self.rbac = RbacClient(session)
         self.cluster = ClusterClient(session)
         self.tasks = TasksClient(session)
         self.commands = CommandsClient(session)

@@ -368,3 +368,20 @@ EXPERIMENT_MOVE = _route(
 EXPERIMENTS_MOVE = _route(
     "projects.move_experiments", "POST", "/api/v1/projects/{project_id}/experiments/move", True
 )
+
+# ---- user groups and RBAC -------------------------------------------------------------------------
+GROUP_CREATE = _route("groups.create", "POST", "/api/v1/groups", False)
+GROUPS_SEARCH = _route("groups.search", "POST", "/api/v1/groups/search", True)
+GROUP_GET = _route("groups.get", "GET", "/api/v1/groups/{group_id}")
+GROUP_UPDATE = _route("groups.update", "PUT", "/api/v1/groups/{group_id}", False)
+GROUP_DELETE = _route("groups.delete", "DELETE", "/api/v1/groups/{group_id}", True)
+ROLES_LIST = _route("rbac.list_roles", "POST", "/api/v1/roles/search", True)
+ROLES_ASSIGNABLE = _route(
+    "rbac.roles_assignable", "POST", "/api/v1/roles/search/by-assignability", True
+)
+ROLES_BY_IDS = _route("rbac.roles_by_ids", "POST", "/api/v1/roles/search/by-ids", True)
+ROLES_OF_USER = _route("rbac.roles_of_user", "GET", "/api/v1/roles/search/by-user/{user_id}")
+ROLES_OF_GROUP = _route("rbac.roles_of_group", "GET", "/api/v1/roles/search/by-group/{group_id}")
+ROLES_ASSIGN = _route("rbac.assign_roles", "POST", "/api/v1/roles/add-assignments", True)
+ROLES_REMOVE = _route("rbac.remove_assignments", "POST", "/api/v1/roles/remove-assignments", True)
+PERMISSIONS_SUMMARY = _route("rbac.permissions_summary", "GET", "/api/v1/permissions/summary")

@@ -26,6 +26,8 @@
     ExperimentLabels    experiments' labels one at a time, and every label in use
     Projects            projects of workspaces, their notes, and moving experiments between them
     Authz               built-in roles and the one authorization check every route makes
+    Groups              user groups and their members
+    Roles               role assignments to users and groups, and what a user holds
 
 Each service gets only the services it uses; the REST routes use ``experiments``,
 ``searcher_operations``, ``trial_records``, ``accounts``, ``allocations`` and ``metrics_writer``.
@@ -45,14 +47,16 @@ from determined.master._core._cluster_messages import ClusterMessages
 from determined.master._core._cluster_view import ClusterView
 from determined.master._core._events import AllocationEvents
 from determined.master._core._experiments import Experiments
-from determined.master._core._lifecycle import Lifecycle
+from determined.master._core._groups import Groups
 from determined.master._core._labels import ExperimentLabels
+from determined.master._core._lifecycle import Lifecycle
 from determined.master._core._log_settings import LogSettings
 from determined.master._core._metrics_writer import MetricsWriter
 from determined.master._core._model_registry import ModelRegistry
 from determined.master._core._notebooks import Notebooks
 from determined.master._core._projects import Projects
 from determined.master._core._recovery import recover
+from determined.master._core._roles import Roles
 from determined.master._core._searcher_ops import SearcherOperations
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._tasks import Tasks
@@ -99,6 +103,8 @@ class Manager:
         self.trial_records = TrialRecords(db)
         self.accounts = Accounts(db)
         self.authz = Authz(db)
+        self.groups = Groups(db, self.authz)
+        self.roles = Roles(db, self.authz)
         self.projects = Projects(db, self.experiments.delete)
         self.checkpoints = Checkpoints(db)
         self.model_registry = ModelRegistry(db)
