@@ -349,3 +349,159 @@ def on_run(permission: Permission) -> Any:
         require_trial(request, p, run_id, permission)
 
     return Depends(dep)
+
+
+def visible_trial_ids(request: Request, p: Principal, trial_ids: set[int]) -> set[int]:
+    """The ids among ``trial_ids`` whose experiments the caller may see."""
+    from determined.master.db._visibility import runs_visible
+
+    workspaces = visible(request, p, P.VIEW_EXPERIMENT_METADATA)
+    if workspaces is None or not trial_ids:
+        return set(trial_ids)
+    with master_of(request).db.read() as session:
+        return set(
+            session.scalars(select(Run.id).where(Run.id.in_(trial_ids), runs_visible(workspaces)))
+        )
+
+
+def require_allocation(
+    request: Request, p: Principal, allocation_id: str, permission: Permission
+) -> None:
+    """The guard for an allocation: the caller's own allocation passes; else its trial (with
+    ``permission``, an experiment permission) or its task (UPDATE_NSC / VIEW_NSC)."""
+    if p.allocation_id is not None and p.allocation_id == allocation_id:
+        return
+    with master_of(request).db.read() as session:
+        row = session.execute(
+            select(Allocation.trial_id, Allocation.task_id).where(
+                Allocation.allocation_id == allocation_id
+            )
+        ).first()
+    if row is None:
+        return  # the route answers its own 404
+    trial_id, task_id = row
+    if trial_id is not None:
+        require_trial(request, p, trial_id, permission)
+    else:
+        nsc = P.VIEW_NSC if permission is P.VIEW_EXPERIMENT_METADATA else P.UPDATE_NSC
+        require_task(request, p, task_id, nsc)
+
+
+def on_allocation(permission: Permission = P.UPDATE_EXPERIMENT) -> Any:
+    """``Depends`` guarding the route's ``allocation_id`` (own allocation: no database hit)."""
+    from starlette.concurrency import run_in_threadpool
+
+    from determined.master._api._deps import authenticate_async
+
+    async def dep(
+        request: Request, allocation_id: str, p: Principal = Depends(authenticate_async)
+    ) -> None:
+        if p.allocation_id == allocation_id:
+            return
+        await run_in_threadpool(require_allocation, request, p, allocation_id, permission)
+
+    return Depends(dep)
+
+
+def require_log_tasks(request: Request, p: Principal, task_ids: set[str]) -> None:
+    """The guard for shipping log lines to tasks: the caller's own allocation's task passes,
+    others need UPDATE_NSC (a trial's task: UPDATE_EXPERIMENT on its experiment)."""
+    own_task = None
+    if p.allocation_id is not None:
+        with master_of(request).db.read() as session:
+            own_task = session.scalar(
+                select(Allocation.task_id).where(Allocation.allocation_id == p.allocation_id)
+            )
+    for task_id in task_ids:
+        if task_id != own_task:
+            require_task(request, p, task_id, P.UPDATE_NSC)
+
+
+def task_workspace(request: Request, p: Principal, body: dict[str, Any]) -> int:
+    """The workspace a new command/notebook/TensorBoard/shell goes to (``workspaceId``, default
+    the default workspace); 404/403 unless the caller holds CREATE_NSC there."""
+    from determined.master._api._deps import int_param
+    from determined.master._wire import get
+
+    ws = int_param(get(body, "workspace_id"), "workspaceId", 1) or 1
+    require_workspace(request, p, ws, P.CREATE_NSC)
+    return ws
+
+
+def visible_tasks(request: Request, p: Principal, views: list[Any]) -> list[Any]:
+    """The task views (``TaskView``) in workspaces where the caller holds VIEW_NSC."""
+    workspaces = visible(request, p, P.VIEW_NSC)
+    if workspaces is None:
+        return list(views)
+    return [v for v in views if getattr(v, "workspace_id", 1) in workspaces]
+
+
+def on_cluster(permission: Permission) -> Any:
+    """``Depends`` for a cluster-wide permission (e.g. VIEW_CLUSTER_USAGE): 403 naming it."""
+
+    def dep(request: Request, p: Principal = Depends(authenticate)) -> None:
+        authz_of(request).check(p, permission, None)
+
+    return Depends(dep)
+
+
+def visible_task_ids(request: Request, p: Principal, task_ids: set[str]) -> set[str]:
+    """The ids among ``task_ids`` (trials' tasks and commands/notebooks/...) the caller may see."""
+    from determined.master.db import Task
+    from determined.master.db._visibility import runs_visible, tasks_visible
+
+    exp_ws = visible(request, p, P.VIEW_EXPERIMENT_METADATA)
+    nsc_ws = visible(request, p, P.VIEW_NSC)
+    if (exp_ws is None and nsc_ws is None) or not task_ids:
+        return set(task_ids)
+    ids = list(task_ids)
+    with master_of(request).db.read() as session:
+        shown = set(
+            session.scalars(
+                select(NtscTask.task_id).where(NtscTask.task_id.in_(ids), tasks_visible(nsc_ws))
+            )
+        )
+        shown |= set(
+            session.scalars(
+                select(Task.task_id)
+                .join(Run, Run.id == Task.trial_id)
+                .where(Task.task_id.in_(ids), runs_visible(exp_ws))
+            )
+        )
+    return shown
+
+
+def mask_jobs(request: Request, p: Principal, jobs: list[Any]) -> list[Any]:
+    """The job queue as the caller may see it: jobs of experiments and tasks it cannot see keep
+    their place but lose their name, entity and user (upstream's ``LimitedJob``)."""
+    import dataclasses
+
+    exp_ws = visible(request, p, P.VIEW_EXPERIMENT_METADATA)
+    nsc_ws = visible(request, p, P.VIEW_NSC)
+    if exp_ws is None and nsc_ws is None:
+        return jobs
+    from determined.master.db._visibility import experiments_visible, tasks_visible
+
+    exp_ids = [int(j.entity_id) for j in jobs if j.type == "TYPE_EXPERIMENT" and j.entity_id]
+    task_ids = [j.entity_id for j in jobs if j.type != "TYPE_EXPERIMENT" and j.entity_id]
+    with master_of(request).db.read() as session:
+        shown_exps = {
+            str(i)
+            for i in session.scalars(
+                select(Experiment.id).where(Experiment.id.in_(exp_ids), experiments_visible(exp_ws))
+            )
+        }
+        shown_tasks = set(
+            session.scalars(
+                select(NtscTask.task_id).where(
+                    NtscTask.task_id.in_(task_ids), tasks_visible(nsc_ws)
+                )
+            )
+        )
+    out = []
+    for job in jobs:
+        if job.entity_id in shown_exps or job.entity_id in shown_tasks:
+            out.append(job)
+        else:
+            out.append(dataclasses.replace(job, name="", entity_id="", username="", user_id=None))
+    return out

@@ -15,6 +15,13 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from determined.master._api._access import (
+    P,
+    mask_jobs,
+    on_cluster,
+    require_experiment,
+    visible_task_ids,
+)
 from determined.master._api._deps import (
     Principal,
     authenticate,
@@ -166,8 +173,12 @@ def get_tasks(request: Request, p: Principal = Depends(authenticate)) -> dict[st
     """The allocations holding slots, by allocation id (upstream's ``allocationIdToSummary``)."""
     view = cluster_view_of(request)
     agent_of = {a.resource_pool: a.agent_id for a in view.agents()}
+    running = view.tasks()
+    shown = visible_task_ids(request, p, {str(t.task_id) for t in running})
     summaries = {
-        t.allocation_id: _task_json(t, agent_of.get(t.resource_pool, "")) for t in view.tasks()
+        t.allocation_id: _task_json(t, agent_of.get(t.resource_pool, ""))
+        for t in running
+        if str(t.task_id) in shown
     }
     tasks = tasks_of(request)  # commands, notebooks, ...: their names and proxy ports
     for summary in summaries.values():
@@ -204,7 +215,7 @@ def _job_json(job: Job) -> dict[str, Any]:
     }
 
 
-def _job_page(request: Request) -> tuple[list[dict[str, Any]], dict[str, int]]:
+def _job_page(request: Request, p: Principal) -> tuple[list[dict[str, Any]], dict[str, int]]:
     q = request.query_params
     pool = q.get("resourcePool") or q.get("resource_pool") or None
     states = q.getlist("states")
@@ -212,6 +223,7 @@ def _job_page(request: Request) -> tuple[list[dict[str, Any]], dict[str, int]]:
     if unknown:
         raise APIError(400, f"states: unknown job states {unknown}; use {', '.join(JOB_STATES)}")
     jobs = [j for j in cluster_view_of(request).jobs(pool) if not states or j.state in states]
+    jobs = mask_jobs(request, p, jobs)
     jobs.sort(key=lambda j: (j.jobs_ahead, j.job_id))
     if (q.get("orderBy") or q.get("order_by")) in ("ORDER_BY_DESC", "2"):
         jobs.reverse()
@@ -224,14 +236,14 @@ def _job_page(request: Request) -> tuple[list[dict[str, Any]], dict[str, int]]:
 @router.get("/api/v1/job-queues")
 def get_jobs(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
     """The jobs holding or waiting for slots, in queue order."""
-    jobs, page = _job_page(request)
+    jobs, page = _job_page(request, p)
     return {"jobs": jobs, "pagination": page}
 
 
 @router.get("/api/v1/job-queues-v2")
 def get_jobs_v2(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
     """The same as ``/api/v1/job-queues``, each job wrapped as ``{"full": job}``."""
-    jobs, page = _job_page(request)
+    jobs, page = _job_page(request, p)
     return {"jobs": [{"full": j} for j in jobs], "pagination": page}
 
 
@@ -263,6 +275,7 @@ def update_job_queue(
         if priority is None and weight is None and not pool:
             raise APIError(400, f"{where}: give a priority, a weight or a resource pool")
         exp_id = cluster_view_of(request).experiment_of_job(str(get(update, "job_id")))
+        require_experiment(request, p, exp_id, P.UPDATE_EXPERIMENT)
         patch = ExperimentPatch(
             priority=priority,
             weight=float(weight) if weight is not None else None,
@@ -347,14 +360,16 @@ def _seconds(value: float) -> str:
     return f"{value:f}"
 
 
-@router.get("/api/v1/resources/allocation/raw")
+@router.get("/api/v1/resources/allocation/raw", dependencies=[on_cluster(P.VIEW_CLUSTER_USAGE)])
 def allocation_raw(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
     """Each allocation's slot time within ``[timestamp_after, timestamp_before]``."""
     usages = resource_usage_of(request).allocations(*_range(request))
     return {"resourceEntries": [_raw_entry(u) for u in usages]}
 
 
-@router.get("/api/v1/resources/allocation/aggregated")
+@router.get(
+    "/api/v1/resources/allocation/aggregated", dependencies=[on_cluster(P.VIEW_CLUSTER_USAGE)]
+)
 def allocation_aggregated(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
     """Slot-seconds per day or month, by user, experiment label and resource pool."""
     first, last, monthly = _days(request)
@@ -362,7 +377,7 @@ def allocation_aggregated(request: Request, p: Principal = Depends(authenticate)
     return {"resourceEntries": [_period_entry(x) for x in periods]}
 
 
-@router.get("/resources/allocation/raw")
+@router.get("/resources/allocation/raw", dependencies=[on_cluster(P.VIEW_CLUSTER_USAGE)])
 def allocation_raw_csv(request: Request, p: Principal = Depends(authenticate)) -> Response:
     """:func:`allocation_raw` as CSV (upstream's columns)."""
     usages = resource_usage_of(request).allocations(*_range(request))
@@ -383,7 +398,9 @@ def allocation_raw_csv(request: Request, p: Principal = Depends(authenticate)) -
     return _csv([*header, "seconds"], rows)
 
 
-@router.get("/resources/allocation/allocations-csv")
+@router.get(
+    "/resources/allocation/allocations-csv", dependencies=[on_cluster(P.VIEW_CLUSTER_USAGE)]
+)
 def allocations_csv(request: Request, p: Principal = Depends(authenticate)) -> Response:
     """One CSV row per allocation: who, which experiment, slots, times and slot hours."""
     usages = resource_usage_of(request).allocations(*_range(request))
@@ -419,7 +436,7 @@ def allocations_csv(request: Request, p: Principal = Depends(authenticate)) -> R
     return _csv(header, rows)
 
 
-@router.get("/resources/allocation/aggregated")
+@router.get("/resources/allocation/aggregated", dependencies=[on_cluster(P.VIEW_CLUSTER_USAGE)])
 def aggregated_csv(request: Request, p: Principal = Depends(authenticate)) -> Response:
     """:func:`allocation_aggregated` as CSV rows of (aggregation type, key, date, seconds)."""
     first, last, monthly = _days(request)

@@ -14,6 +14,13 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
+from determined.master._api._access import (
+    P,
+    acting_user,
+    on_task,
+    task_workspace,
+    visible_tasks,
+)
 from determined.master._api._deps import (
     Principal,
     authenticate,
@@ -142,6 +149,7 @@ def launch_command(
     """Run ``config.entrypoint`` once with the uploaded ``files`` as its working directory."""
     if get(body, "template_name"):
         raise APIError(400, "templateName: templates are not supported by det-master")
+    workspace_id = task_workspace(request, p, body)
     config = config_of(body)
     argv = command_argv(config.get("entrypoint"))
     description = str(config.get("description") or "")
@@ -157,6 +165,7 @@ def launch_command(
             config=config,
             description=description,
             context=context_of(body),
+            workspace_id=workspace_id,
         )
     )
     return {"command": ntsc_json(view), "config": view.config}
@@ -165,27 +174,32 @@ def launch_command(
 @router.get("/api/v1/commands")
 def get_commands(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
     """Commands, oldest first (``users``/``userIds`` filter by owner)."""
-    views = tasks_of(request).list("COMMAND", owner_filter(request))
+    views = visible_tasks(request, p, tasks_of(request).list("COMMAND", owner_filter(request)))
     items, pages = page(request, [ntsc_json(v) for v in sort_views(request, views)])
     return {"commands": items, "pagination": pages}
 
 
-@router.get("/api/v1/commands/{command_id}")
+@router.get("/api/v1/commands/{command_id}", dependencies=[on_task(P.VIEW_NSC, "command_id")])
 def get_command(request: Request, command_id: str, p: Principal = Depends(authenticate)) -> Any:
     """One command and its config."""
     view = owned(tasks_of(request).get(command_id), command_id, "COMMAND")
     return {"command": ntsc_json(view), "config": view.config}
 
 
-@router.post("/api/v1/commands/{command_id}/kill")
+@router.post(
+    "/api/v1/commands/{command_id}/kill", dependencies=[on_task(P.UPDATE_NSC, "command_id")]
+)
 def kill_command(request: Request, command_id: str, p: Principal = Depends(authenticate)) -> Any:
     """Stop a command (its owner or an admin)."""
     tasks = tasks_of(request)
     owned(tasks.get(command_id), command_id, "COMMAND")
-    return {"command": ntsc_json(tasks.kill(command_id, p.user))}
+    return {"command": ntsc_json(tasks.kill(command_id, acting_user(request, p)))}
 
 
-@router.post("/api/v1/commands/{command_id}/set_priority")
+@router.post(
+    "/api/v1/commands/{command_id}/set_priority",
+    dependencies=[on_task(P.UPDATE_NSC, "command_id")],
+)
 def set_command_priority(
     request: Request,
     command_id: str,
@@ -195,7 +209,7 @@ def set_command_priority(
     """Change a command's priority (``{"priority": 1..99}``; matters while it waits for slots)."""
     tasks = tasks_of(request)
     owned(tasks.get(command_id), command_id, "COMMAND")
-    view = tasks.set_priority(command_id, body.get("priority"), p.user)
+    view = tasks.set_priority(command_id, body.get("priority"), acting_user(request, p))
     return {"command": ntsc_json(view)}
 
 
@@ -206,7 +220,7 @@ def set_command_priority(
 def active_tasks_count(request: Request, p: Principal = Depends(authenticate)) -> dict[str, int]:
     """How many tasks of each kind have not ended."""
     counts = {"COMMAND": 0, "NOTEBOOK": 0, "SHELL": 0, "TENSORBOARD": 0}
-    for view in tasks_of(request).list():
+    for view in visible_tasks(request, p, tasks_of(request).list()):
         if not view.done:
             counts[view.kind] = counts.get(view.kind, 0) + 1
     return {
@@ -217,7 +231,7 @@ def active_tasks_count(request: Request, p: Principal = Depends(authenticate)) -
     }
 
 
-@router.get("/api/v1/tasks/{task_id}")
+@router.get("/api/v1/tasks/{task_id}", dependencies=[on_task(P.VIEW_NSC)])
 def get_task(request: Request, task_id: str, p: Principal = Depends(authenticate)) -> Any:
     """A command, TensorBoard, notebook or shell as upstream's ``Task`` (trials: their task id)."""
     view = tasks_of(request).get(task_id)
@@ -226,10 +240,10 @@ def get_task(request: Request, task_id: str, p: Principal = Depends(authenticate
     return {"task": task_json(view, task_allocation_json(request, view))}
 
 
-@router.post("/api/v1/tasks/{task_id}/kill")
+@router.post("/api/v1/tasks/{task_id}/kill", dependencies=[on_task(P.UPDATE_NSC)])
 def kill_task(request: Request, task_id: str, p: Principal = Depends(authenticate)) -> Any:
     """Stop a command, TensorBoard, notebook or shell (its owner or an admin)."""
-    tasks_of(request).kill(task_id, p.user)
+    tasks_of(request).kill(task_id, acting_user(request, p))
     return {}
 
 

@@ -7,6 +7,13 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import select
 
+from determined.master._api._access import (
+    P,
+    acting_user,
+    on_task,
+    task_workspace,
+    visible_tasks,
+)
 from determined.master._api._deps import (
     Principal,
     authenticate,
@@ -63,7 +70,9 @@ def launch_notebook(
         context = pack_files(files)
     except ContextError as exc:
         raise APIError(400, f"files: {exc}") from None
-    launch = NotebookLaunch(config=config, context=context)
+    launch = NotebookLaunch(
+        config=config, context=context, workspace_id=task_workspace(request, principal, body)
+    )
     view = notebooks_of(request).launch(principal.user, launch)
     return {"notebook": notebook_json(view), "config": view.config, "warnings": []}
 
@@ -106,7 +115,8 @@ def get_notebooks(request: Request, principal: Principal = Depends(authenticate)
     limit = int_param(q.get("limit"), "limit", 0) or 0
     if limit < 0:
         raise APIError(400, "limit: must be >= 0")
-    rows = [notebook_json(v) for v in notebooks_of(request).list(owner_ids or None)]
+    views = visible_tasks(request, principal, notebooks_of(request).list(owner_ids or None))
+    rows = [notebook_json(v) for v in views]
     rows.sort(key=SORT_KEYS[sort_by], reverse=order == "ORDER_BY_DESC")
     total = len(rows)
     if offset < 0:
@@ -115,7 +125,7 @@ def get_notebooks(request: Request, principal: Principal = Depends(authenticate)
     return {"notebooks": page, "pagination": pagination(offset, limit, len(page), total)}
 
 
-@router.get("/api/v1/notebooks/{notebook_id}")
+@router.get("/api/v1/notebooks/{notebook_id}", dependencies=[on_task(P.VIEW_NSC, "notebook_id")])
 def get_notebook(
     request: Request, notebook_id: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -124,16 +134,21 @@ def get_notebook(
     return {"notebook": notebook_json(view), "config": view.config}
 
 
-@router.post("/api/v1/notebooks/{notebook_id}/kill")
+@router.post(
+    "/api/v1/notebooks/{notebook_id}/kill", dependencies=[on_task(P.UPDATE_NSC, "notebook_id")]
+)
 def kill_notebook(
     request: Request, notebook_id: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Stop a notebook (its owner or an admin)."""
-    view = notebooks_of(request).kill(notebook_id, principal.user)
+    view = notebooks_of(request).kill(notebook_id, acting_user(request, principal))
     return {"notebook": notebook_json(view)}
 
 
-@router.put("/api/v1/notebooks/{notebook_id}/report_idle")
+@router.put(
+    "/api/v1/notebooks/{notebook_id}/report_idle",
+    dependencies=[on_task(P.UPDATE_NSC, "notebook_id")],
+)
 def report_notebook_idle(
     request: Request,
     notebook_id: str,
@@ -144,5 +159,5 @@ def report_notebook_idle(
     idle = get(body, "idle")
     if not isinstance(idle, bool):
         raise APIError(400, "idle: must be a boolean")
-    notebooks_of(request).report_idle(notebook_id, idle, principal.user)
+    notebooks_of(request).report_idle(notebook_id, idle, acting_user(request, principal))
     return {}

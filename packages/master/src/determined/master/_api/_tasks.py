@@ -14,6 +14,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
+from determined.master._api._access import (
+    P,
+    on_allocation,
+    on_task,
+    on_trial,
+    require_log_tasks,
+    require_trial,
+)
 from determined.master._api._deps import (
     Principal,
     allocations_of,
@@ -48,7 +56,10 @@ def _alloc_or_404(request: Request, allocation_id: str) -> Allocation:
         return row
 
 
-@router.get("/api/v1/allocations/{allocation_id}/signals/preemption")
+@router.get(
+    "/api/v1/allocations/{allocation_id}/signals/preemption",
+    dependencies=[on_allocation()],
+)
 async def preemption_signal(
     request: Request, allocation_id: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -61,7 +72,10 @@ async def preemption_signal(
     return {"preempt": preempt}
 
 
-@router.post("/api/v1/allocations/{allocation_id}/signals/ack_preemption")
+@router.post(
+    "/api/v1/allocations/{allocation_id}/signals/ack_preemption",
+    dependencies=[on_allocation()],
+)
 def ack_preemption(
     request: Request, allocation_id: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -70,7 +84,10 @@ def ack_preemption(
     return {}
 
 
-@router.post("/api/v1/allocations/{allocation_id}/signals/pending_preemption")
+@router.post(
+    "/api/v1/allocations/{allocation_id}/signals/pending_preemption",
+    dependencies=[on_allocation()],
+)
 def pending_preemption(
     request: Request, allocation_id: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -79,7 +96,10 @@ def pending_preemption(
     return {}
 
 
-@router.post("/api/v1/allocations/{allocation_id}/ready")
+@router.post(
+    "/api/v1/allocations/{allocation_id}/ready",
+    dependencies=[on_allocation()],
+)
 def allocation_ready(
     request: Request, allocation_id: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -88,7 +108,10 @@ def allocation_ready(
     return {}
 
 
-@router.post("/api/v1/allocations/{allocation_id}/waiting")
+@router.post(
+    "/api/v1/allocations/{allocation_id}/waiting",
+    dependencies=[on_allocation()],
+)
 def allocation_waiting(
     request: Request, allocation_id: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -97,7 +120,10 @@ def allocation_waiting(
     return {}
 
 
-@router.post("/api/v1/allocations/{allocation_id}/notify_container_running")
+@router.post(
+    "/api/v1/allocations/{allocation_id}/notify_container_running",
+    dependencies=[on_allocation()],
+)
 def notify_container_running(
     request: Request, allocation_id: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -106,7 +132,10 @@ def notify_container_running(
     return {"data": []}
 
 
-@router.get("/api/v1/allocations/{allocation_id}/resources/{resources_id}/rendezvous")
+@router.get(
+    "/api/v1/allocations/{allocation_id}/resources/{resources_id}/rendezvous",
+    dependencies=[on_allocation()],
+)
 def rendezvous(
     request: Request, allocation_id: str, resources_id: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -118,7 +147,10 @@ def rendezvous(
 _gathers: dict[tuple[str, str], dict[str, Any]] = {}
 
 
-@router.post("/api/v1/allocations/{allocation_id}/all_gather")
+@router.post(
+    "/api/v1/allocations/{allocation_id}/all_gather",
+    dependencies=[on_allocation()],
+)
 async def all_gather(
     request: Request,
     allocation_id: str,
@@ -190,6 +222,7 @@ def post_task_logs(
     logs = body.get("logs")
     if not isinstance(logs, list):
         raise APIError(400, "logs: must be a list")
+    require_log_tasks(request, p, {str(get(e, "task_id")) for e in logs if isinstance(e, dict)})
     _store_logs(request, logs)
     return {}
 
@@ -201,6 +234,7 @@ def post_task_logs_legacy(
     """Legacy log shipping: a bare JSON list of ``{task_id, timestamp, rank, log}``."""
     if not isinstance(body, list):
         raise APIError(400, "the body must be a JSON list of log entries")
+    require_log_tasks(request, p, {str(get(e, "task_id")) for e in body if isinstance(e, dict)})
     _store_logs(request, body)
     return {}
 
@@ -328,7 +362,7 @@ def _logs_response(
     return StreamingResponse(lines(), media_type="application/json")
 
 
-@router.get("/api/v1/trials/{trial_id}/logs")
+@router.get("/api/v1/trials/{trial_id}/logs", dependencies=[on_trial(P.VIEW_EXPERIMENT_METADATA)])
 def trial_logs(
     request: Request, trial_id: int, p: Principal = Depends(authenticate)
 ) -> StreamingResponse:
@@ -348,7 +382,7 @@ def trial_logs(
     return _logs_response(request, [task_id], trial_id, done)
 
 
-@router.get("/api/v1/tasks/{task_id}/logs")
+@router.get("/api/v1/tasks/{task_id}/logs", dependencies=[on_task(P.VIEW_NSC)])
 def task_logs(
     request: Request, task_id: str, p: Principal = Depends(authenticate)
 ) -> StreamingResponse:
@@ -374,7 +408,10 @@ def task_logs(
     return _logs_response(request, [task_id], None, done)
 
 
-@router.post("/api/v1/allocations/{allocation_id}/resources/{resources_id}/daemon")
+@router.post(
+    "/api/v1/allocations/{allocation_id}/resources/{resources_id}/daemon",
+    dependencies=[on_allocation()],
+)
 def mark_daemon(
     request: Request, allocation_id: str, resources_id: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -394,6 +431,8 @@ def custom_webhook(
     raw = body.get("data")
     data: dict[str, Any] = raw if isinstance(raw, dict) else {}
     trial_id = int_param(get(body, "trial_id"), "trialId")
+    if trial_id is not None:
+        require_trial(request, p, trial_id, P.UPDATE_EXPERIMENT)
     level = str(data.get("level") or "LOG_LEVEL_INFO")
     text = f"alert: {data.get('title', '')}: {data.get('description', '')}"
     if trial_id is not None:

@@ -8,6 +8,17 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Depends, Request
 from sqlalchemy import select
 
+from determined.master._api._access import (
+    P,
+    acting_user,
+    on_experiment,
+    on_task,
+    require_experiment,
+    require_trial,
+    task_workspace,
+    visible,
+    visible_tasks,
+)
 from determined.master._api._deps import (
     Principal,
     authenticate,
@@ -73,12 +84,22 @@ def launch_tensorboard(
         context = pack_files(files)
     except ContextError as exc:
         raise APIError(400, f"files: {exc}") from None
+    workspace_id = task_workspace(request, principal, body)
+    experiment_ids = _ids(body, "experiment_ids", "experimentIds")
+    trial_ids = _ids(body, "trial_ids", "trialIds")
+    for exp_id in experiment_ids:
+        require_experiment(request, principal, exp_id, P.VIEW_EXPERIMENT_ARTIFACTS)
+    for trial_id in trial_ids:
+        require_trial(request, principal, trial_id, P.VIEW_EXPERIMENT_ARTIFACTS)
+    shown = visible(request, principal, P.VIEW_EXPERIMENT_ARTIFACTS)
     launch = TensorboardLaunch(
-        experiment_ids=_ids(body, "experiment_ids", "experimentIds"),
-        trial_ids=_ids(body, "trial_ids", "trialIds"),
+        experiment_ids=experiment_ids,
+        trial_ids=trial_ids,
         filters=filters,
         config=config,
         context=context,
+        workspace_id=workspace_id,
+        visible_workspaces=frozenset(shown) if shown is not None else None,
     )
     view = tensorboards_of(request).launch(principal.user, launch)
     return {"tensorboard": tensorboard_json(view), "config": view.config, "warnings": []}
@@ -108,7 +129,8 @@ def get_tensorboards(
     limit = int_param(q.get("limit"), "limit", 0) or 0
     if limit < 0:
         raise APIError(400, "limit: must be >= 0")
-    rows = [tensorboard_json(v) for v in tensorboards_of(request).list(owner_ids or None)]
+    views = visible_tasks(request, principal, tensorboards_of(request).list(owner_ids or None))
+    rows = [tensorboard_json(v) for v in views]
     rows.sort(key=SORT_KEYS[sort_by], reverse=order == "ORDER_BY_DESC")
     total = len(rows)
     if offset < 0:
@@ -117,7 +139,10 @@ def get_tensorboards(
     return {"tensorboards": page, "pagination": pagination(offset, limit, len(page), total)}
 
 
-@router.get("/api/v1/tensorboards/{tensorboard_id}")
+@router.get(
+    "/api/v1/tensorboards/{tensorboard_id}",
+    dependencies=[on_task(P.VIEW_NSC, "tensorboard_id")],
+)
 def get_tensorboard(
     request: Request, tensorboard_id: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -126,16 +151,22 @@ def get_tensorboard(
     return {"tensorboard": tensorboard_json(view), "config": view.config}
 
 
-@router.post("/api/v1/tensorboards/{tensorboard_id}/kill")
+@router.post(
+    "/api/v1/tensorboards/{tensorboard_id}/kill",
+    dependencies=[on_task(P.UPDATE_NSC, "tensorboard_id")],
+)
 def kill_tensorboard(
     request: Request, tensorboard_id: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Stop a TensorBoard (its owner or an admin)."""
-    view = tensorboards_of(request).kill(tensorboard_id, principal.user)
+    view = tensorboards_of(request).kill(tensorboard_id, acting_user(request, principal))
     return {"tensorboard": tensorboard_json(view)}
 
 
-@router.post("/api/v1/tensorboards/{tensorboard_id}/set_priority")
+@router.post(
+    "/api/v1/tensorboards/{tensorboard_id}/set_priority",
+    dependencies=[on_task(P.UPDATE_NSC, "tensorboard_id")],
+)
 def set_tensorboard_priority(
     request: Request,
     tensorboard_id: str,
@@ -144,12 +175,16 @@ def set_tensorboard_priority(
 ) -> dict[str, Any]:
     """Change a TensorBoard's priority (``{"priority": 1..99}``; matters while it waits)."""
     view = tensorboards_of(request).set_priority(
-        tensorboard_id, body.get("priority"), principal.user
+        tensorboard_id, body.get("priority"), acting_user(request, principal)
     )
     return {"tensorboard": tensorboard_json(view)}
 
 
-@router.delete("/api/v1/experiments/{experiment_id}/tensorboard-files", tags=["Experiments"])
+@router.delete(
+    "/api/v1/experiments/{experiment_id}/tensorboard-files",
+    tags=["Experiments"],
+    dependencies=[on_experiment(P.UPDATE_EXPERIMENT)],
+)
 def delete_tensorboard_files(
     request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -160,7 +195,7 @@ def delete_tensorboard_files(
         if exp is None:
             raise APIError(404, f"experiment {experiment_id} not found")
         owner_id = exp.owner_id
-    if not principal.user.admin and principal.user.id != owner_id:
+    if not acting_user(request, principal).admin and principal.user.id != owner_id:
         raise APIError(403, f"only the owner of experiment {experiment_id} or an admin may do this")
     tensorboards_of(request).delete_files(experiment_id)
     return {}

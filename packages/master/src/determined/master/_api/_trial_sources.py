@@ -8,6 +8,14 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 
+from determined.master._api._access import (
+    P,
+    on_checkpoint_uuid,
+    on_model,
+    require_checkpoint,
+    require_trial,
+    visible_trial_ids,
+)
 from determined.master._api._deps import (
     Principal,
     authenticate,
@@ -58,6 +66,8 @@ def report_trial_source_info(
         raise APIError(400, "trialSourceInfo.trialId: required")
     if not isinstance(uuid, str) or not uuid:
         raise APIError(400, "trialSourceInfo.checkpointUuid: required")
+    require_trial(request, p, trial_id, P.UPDATE_EXPERIMENT)
+    require_checkpoint(request, p, uuid, P.VIEW_EXPERIMENT_ARTIFACTS)
     recorded = trial_sources_of(request).record(
         SourceInfo(
             trial_id=trial_id,
@@ -70,7 +80,10 @@ def report_trial_source_info(
     return {"trialId": recorded.trial_id, "checkpointUuid": recorded.checkpoint_uuid}
 
 
-@router.get("/api/v1/checkpoints/{checkpoint_uuid}/metrics")
+@router.get(
+    "/api/v1/checkpoints/{checkpoint_uuid}/metrics",
+    dependencies=[on_checkpoint_uuid(P.VIEW_EXPERIMENT_ARTIFACTS)],
+)
 def checkpoint_metrics(
     request: Request, checkpoint_uuid: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -78,10 +91,14 @@ def checkpoint_metrics(
     stopped at 1000 per trial)."""
     source, group = _filters(request)
     rows = trial_sources_of(request).checkpoint_metrics(checkpoint_uuid, source, group)
-    return {"metrics": [_report(r) for r in rows]}
+    shown = visible_trial_ids(request, p, {r.trial_id for r in rows})
+    return {"metrics": [_report(r) for r in rows if r.trial_id in shown]}
 
 
-@router.get("/api/v1/models/{model_name}/versions/{model_version_num}/metrics")
+@router.get(
+    "/api/v1/models/{model_name}/versions/{model_version_num}/metrics",
+    dependencies=[on_model(P.VIEW_MODEL_REGISTRY)],
+)
 def model_version_metrics(
     request: Request, model_name: str, model_version_num: str, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
@@ -90,4 +107,5 @@ def model_version_metrics(
     assert number is not None
     source, group = _filters(request)
     rows = trial_sources_of(request).model_version_metrics(model_name, number, source, group)
-    return {"metrics": [_report(r) for r in rows]}
+    shown = visible_trial_ids(request, p, {r.trial_id for r in rows})
+    return {"metrics": [_report(r) for r in rows if r.trial_id in shown]}

@@ -52,6 +52,7 @@ class NotebookLaunch:
 
     config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     context: bytes | None = None
+    workspace_id: int = 1
 
 
 def notebook_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -133,6 +134,7 @@ class Notebooks:
             context=launch.context,
             proxied=True,
             extra=extra,
+            workspace_id=launch.workspace_id,
         )
         view = self._tasks.start(spec)
         with self._lock:

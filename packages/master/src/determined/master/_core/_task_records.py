@@ -45,6 +45,7 @@ class TaskSpec:
             config's ``idle_timeout``, else never).
         proxied: whether the task serves HTTP on ``DET_TASK_PORT`` behind ``/proxy/<id>/``.
         extra: kind-specific JSON kept with the record (e.g. a TensorBoard's experiment ids).
+        workspace_id: the workspace the task belongs to (RBAC checks NSC permissions there).
     """
 
     kind: str
@@ -60,6 +61,7 @@ class TaskSpec:
     idle_timeout: float | None = None
     proxied: bool = False
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+    workspace_id: int = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,6 +90,7 @@ class TaskView:
     last_activity: datetime.datetime | None
     exit_code: int | None
     exit_status: str | None
+    workspace_id: int = 1
 
     @property
     def base_path(self) -> str:
@@ -124,6 +127,7 @@ def view_of(row: NtscTask, username: str) -> TaskView:
         last_activity=row.last_activity,
         exit_code=row.exit_code,
         exit_status=row.exit_status,
+        workspace_id=int(getattr(row, "workspace_id", None) or 1),
     )
 
 
@@ -141,7 +145,7 @@ def ntsc_json(view: TaskView) -> dict[str, Any]:
         "resourcePool": view.resource_pool,
         "exitStatus": view.exit_status or "",
         "jobId": f"task-{view.task_id}",
-        "workspaceId": 1,
+        "workspaceId": view.workspace_id,
         "isReady": view.ready,
         "priority": view.priority,
     }

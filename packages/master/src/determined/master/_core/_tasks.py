@@ -203,6 +203,7 @@ class Tasks:
                 priority=priority,
                 idle_timeout=idle,
                 proxied=spec.proxied,
+                workspace_id=spec.workspace_id,
                 start_time=utcnow(),
                 user_session_id=login.id,
             )

@@ -61,6 +61,9 @@ class TensorboardLaunch:
     filters: Mapping[str, Any] | None = None
     config: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     context: bytes | None = None
+    workspace_id: int = 1
+    visible_workspaces: frozenset[int] | None = None
+    """Workspaces whose experiments ``filters`` may match (None: all; RBAC's listing filter)."""
 
 
 def tensorboard_extra(view: TaskView) -> dict[str, Any]:
@@ -128,6 +131,7 @@ class Tensorboards:
                 "experimentIds": sorted(experiment_ids),
                 "trialIds": sorted(launch.trial_ids),
             },
+            workspace_id=launch.workspace_id,
         )
         return self._tasks.start(spec)
 
@@ -147,7 +151,17 @@ class Tensorboards:
         with self._db.read() as session:
             whole: set[int] = set(launch.experiment_ids)
             if launch.filters is not None:
-                whole |= set(_filter_experiments(session, launch.filters))
+                matched = _filter_experiments(session, launch.filters)
+                if launch.visible_workspaces is not None:
+                    from determined.master.db._visibility import experiments_visible
+
+                    shown = experiments_visible(launch.visible_workspaces)
+                    matched = list(
+                        session.scalars(
+                            select(Experiment.id).where(Experiment.id.in_(matched), shown)
+                        )
+                    )
+                whole |= set(matched)
             by_experiment: dict[int, set[int] | None] = {exp_id: None for exp_id in whole}
             for trial_id in launch.trial_ids:
                 run = session.get(Run, trial_id)
