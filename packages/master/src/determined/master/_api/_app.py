@@ -305,6 +305,9 @@ def create_app(master: Master) -> FastAPI:
     from determined.master._api import _projects
 
     app.include_router(_projects.router)
+    from determined.master._api import _workspaces
+
+    app.include_router(_workspaces.router)
     from determined.master._api import _rbac
 
     app.include_router(_rbac.router)

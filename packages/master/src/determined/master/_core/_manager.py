@@ -25,6 +25,7 @@
     Templates           config templates, merged under an experiment's config on create
     ExperimentLabels    experiments' labels one at a time, and every label in use
     Projects            projects of workspaces, their notes, and moving experiments between them
+    Workspaces          workspaces: projects' containers, their pins and defaults (checkpoint storage)
     Authz               built-in roles and the one authorization check every route makes
     Groups              user groups and their members
     Roles               role assignments to users and groups, and what a user holds
@@ -55,6 +56,7 @@ from determined.master._core._metrics_writer import MetricsWriter
 from determined.master._core._model_registry import ModelRegistry
 from determined.master._core._notebooks import Notebooks
 from determined.master._core._projects import Projects
+from determined.master._core._workspaces import Workspaces
 from determined.master._core._recovery import recover
 from determined.master._core._roles import Roles
 from determined.master._core._searcher_ops import SearcherOperations
@@ -106,6 +108,7 @@ class Manager:
         self.groups = Groups(db, self.authz)
         self.roles = Roles(db, self.authz)
         self.projects = Projects(db, self.experiments.delete)
+        self.workspaces = Workspaces(db, self.projects.delete, self.authz.assign_creator)
         self.checkpoints = Checkpoints(db)
         self.model_registry = ModelRegistry(db)
         self.unmanaged = UnmanagedRuns(self.transactions, self.lifecycle)
