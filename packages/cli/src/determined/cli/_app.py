@@ -26,6 +26,7 @@ from determined.cli import (
     _master,
     _model,
     _notebook,
+    _project,
     _rbac,
     _render,
     _resources,
@@ -120,6 +121,7 @@ COMMANDS: list[Node] = [
     *_command.COMMANDS,
     *_tensorboard.COMMANDS,
     *_notebook.COMMANDS,
+    *_project.COMMANDS,
     *_template.COMMANDS,
     *_rbac.COMMANDS,
 ]

@@ -13,6 +13,7 @@ from determined.cli import (
     _experiment_create,
     _experiment_inspect,
     _experiment_lifecycle,
+    _project,
 )
 from determined.cli._declarative import Cmd
 
@@ -42,6 +43,7 @@ COMMANDS = [
             _experiment_checkpoints.DOWNLOAD,
             _experiment_lifecycle.WAIT,
             _experiment_attributes.LABEL,
+            _project.MOVE_EXPERIMENT,
             _experiment_attributes.SET,
         ],
     )

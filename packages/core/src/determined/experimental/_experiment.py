@@ -193,6 +193,21 @@ class Experiment:
         self._action("unarchive")
         self.archived = False
 
+    def move_to_project(self, workspace_name: str, project_name: str) -> None:
+        """Move the experiment to project ``project_name`` of workspace ``workspace_name``;
+        ``project_id`` and ``workspace_id`` follow.
+
+        Raises:
+            NotFoundError: no such workspace or project.
+            APIError: the experiment or either project is archived.
+        """
+        from determined.experimental._project import find_project
+
+        project = find_project(self._api, workspace_name, project_name)
+        self._api.projects.move_experiment(self._id, int(project["id"]))
+        self.project_id = int(project["id"])
+        self.workspace_id = int(project["workspaceId"])
+
     def delete(self) -> None:
         """Delete a terminal experiment with its checkpoints (owner or admin).
 

@@ -1,0 +1,283 @@
+"""Projects through the REST API (upstream's routes and JSON shapes), ``det project``/``det e move``,
+and the SDK's ``Project`` and ``Experiment.move_to_project``.
+
+Experiments here are created paused (never scheduled) unless a test needs one to finish, so the
+module's one master stays cheap; each test names its own projects.
+"""
+
+from __future__ import annotations
+
+import itertools
+import pathlib
+from typing import Any
+
+import pytest
+
+from determined import client
+from determined.client import APIError, Client, NotFoundError
+
+TRAIN = "print('hello')\n"
+_names = itertools.count()
+
+
+def _config(**overrides: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "name": "projects-test",
+        "entrypoint": "python3 train.py",
+        "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}},
+        "hyperparameters": {"lr": 0.1, "layers": {"type": "int", "minval": 1, "maxval": 4}},
+        "max_restarts": 0,
+        "resources": {"slots_per_trial": 1},
+    }
+    config.update(overrides)
+    return config
+
+
+@pytest.fixture(scope="module")
+def context(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    path = tmp_path_factory.mktemp("context")
+    (path / "train.py").write_text(TRAIN)
+    return path
+
+
+@pytest.fixture(scope="module")
+def admin(module_master: Any) -> Client:
+    return Client(module_master.session("admin"))
+
+
+def _unique(prefix: str) -> str:
+    return f"{prefix}-{next(_names)}"
+
+
+def _project(api: Client, workspace_id: int = 1, **kwargs: Any) -> dict[str, Any]:
+    return dict(api.projects.create(workspace_id, _unique("proj"), **kwargs)["project"])
+
+
+def _experiment(api: Client, context: pathlib.Path, **kwargs: Any) -> dict[str, Any]:
+    config = kwargs.pop("config", None) or _config()
+    created = client.create_experiment(api.session, config, context, activate=False, **kwargs)
+    return dict(api.experiments.get(created.id)["experiment"])
+
+
+def _refused(status: int, call: Any, *fields: str) -> str:
+    with pytest.raises(APIError) as info:
+        call()
+    assert info.value.status == status, str(info.value)
+    for field in fields:
+        assert field in str(info.value), str(info.value)
+    return str(info.value)
+
+
+# ---- REST -----------------------------------------------------------------------------------------
+
+
+def test_project_crud_and_validation(master: Any) -> None:
+    """On SQLite and PostgreSQL: create, get, patch and delete, in upstream's shapes; bad input
+    answers 4xx naming the field; the default project is immutable."""
+    api = Client(master.session("admin"))
+    default = api.projects.get(1)["project"]
+    assert (default["name"], default["workspaceName"], default["immutable"]) == (
+        "Uncategorized",
+        "Uncategorized",
+        True,
+    )
+    made = api.projects.create(1, "alpha", description="first", key="alp")["project"]
+    for field in (
+        "id",
+        "name",
+        "key",
+        "workspaceId",
+        "workspaceName",
+        "notes",
+        "numExperiments",
+        "numActiveExperiments",
+        "archived",
+        "username",
+        "userId",
+        "immutable",
+        "state",
+        "errorMessage",
+        "description",
+    ):
+        assert field in made, field
+    assert (made["name"], made["key"], made["description"], made["username"]) == (
+        "alpha",
+        "ALP",
+        "first",
+        "admin",
+    )
+    assert (made["numExperiments"], made["immutable"], made["notes"]) == (0, False, [])
+    generated = api.projects.create(1, "beta gamma")["project"]
+    assert len(generated["key"]) == 5 and generated["key"].startswith("BET")
+    assert api.projects.get_by_key("alp")["project"]["id"] == made["id"]
+
+    _refused(409, lambda: api.projects.create(1, "alpha"), "name", "already exists")
+    _refused(409, lambda: api.projects.create(1, "delta", key="ALP"), "key", "in use")
+    _refused(400, lambda: api.projects.create(1, "delta", key="toolong"), "key", "5 characters")
+    _refused(400, lambda: api.projects.create(1, "delta", key="a-b"), "key", "alphanumeric")
+    _refused(400, lambda: api.projects.create(1, "  "), "name")
+    _refused(404, lambda: api.projects.create(999, "delta"), "workspace 999")
+    _refused(
+        400,
+        lambda: api.session.request("POST", "/api/v1/workspaces/1/projects", body={}),
+        "name: required",
+    )
+    _refused(404, lambda: api.projects.get(9999), "project 9999 not found")
+
+    # Upstream's PATCH body is the PatchProject itself (protobuf wrappers accepted too).
+    patched = api.session.request(
+        "PATCH", f"/api/v1/projects/{made['id']}", body={"name": "alpha2", "description": "new"}
+    )["project"]
+    assert (patched["name"], patched["description"], patched["key"]) == ("alpha2", "new", "ALP")
+    assert api.projects.patch(made["id"], key="zz9")["project"]["key"] == "ZZ9"
+    _refused(409, lambda: api.projects.patch(made["id"], name="beta gamma"), "project.name")
+    _refused(400, lambda: api.projects.patch(made["id"], key=""), "project.key")
+    _refused(400, lambda: api.projects.patch(1, name="renamed"), "default project")
+
+    for call in (api.projects.delete, api.projects.archive):
+        _refused(400, lambda c=call: c(1), "default project")
+    assert api.projects.delete(made["id"]) == {"completed": True}
+    _refused(404, lambda: api.projects.get(made["id"]), "not found")
+    assert api.projects.get(1)["project"]["immutable"] is True
+
+
+def test_notes(admin: Client) -> None:
+    """POST adds one note (upstream's body is the note), PUT replaces them all."""
+    project = _project(admin)
+    pid = project["id"]
+    body = {"name": "readme", "contents": "# hello"}
+    notes = admin.session.request("POST", f"/api/v1/projects/{pid}/notes", body=body)["notes"]
+    assert notes == [body]
+    notes = admin.projects.add_note(pid, "todo", "- more")["notes"]
+    assert [n["name"] for n in notes] == ["readme", "todo"]
+    replaced = admin.projects.put_notes(pid, [{"name": "only", "contents": "x"}])["notes"]
+    assert replaced == [{"name": "only", "contents": "x"}]
+    assert admin.projects.get(pid)["project"]["notes"] == replaced
+    _refused(400, lambda: admin.projects.put_notes(pid, [{"contents": "x"}]), "notes[0].name")
+    _refused(
+        400,
+        lambda: admin.session.request("PUT", f"/api/v1/projects/{pid}/notes", body={}),
+        "notes: required",
+    )
+    _refused(404, lambda: admin.projects.add_note(9999, "a", "b"), "project 9999")
+    assert admin.projects.get(pid)["project"]["notes"] == replaced
+
+
+def test_experiments_belong_to_projects(admin: Client, context: pathlib.Path) -> None:
+    """``projectId`` and the config's ``workspace``/``project`` place an experiment; experiments
+    list by project; the experiment's wire shape names its project and workspace."""
+    project = _project(admin)
+    pid = project["id"]
+    exp = _experiment(admin, context, project_id=pid)
+    assert (exp["projectId"], exp["projectName"]) == (pid, project["name"])
+    assert (exp["workspaceId"], exp["workspaceName"]) == (1, "Uncategorized")
+    by_names = _experiment(
+        admin, context, config=_config(workspace="Uncategorized", project=project["name"])
+    )
+    assert by_names["projectId"] == pid
+    default = _experiment(admin, context)
+    assert (default["projectId"], default["projectName"]) == (1, "Uncategorized")
+
+    listed = admin.experiments.list({"projectId": pid})["experiments"]
+    assert sorted(e["id"] for e in listed) == sorted([exp["id"], by_names["id"]])
+    counted = admin.projects.get(pid)["project"]
+    assert counted["numExperiments"] == 2 and counted["lastExperimentStartedAt"]
+
+    _refused(404, lambda: _experiment(admin, context, project_id=9999), "project 9999")
+    _refused(
+        404,
+        lambda: _experiment(
+            admin, context, config=_config(workspace="Uncategorized", project="no")
+        ),
+        "project 'no' not found",
+    )
+    _refused(
+        400,
+        lambda: _experiment(admin, context, config=_config(project=project["name"])),
+        "workspace",
+    )
+
+
+def test_columns(admin: Client, context: pathlib.Path) -> None:
+    """The columns upstream's CLI and web UI ask for: fixed ones, then the hyperparameters."""
+    project = _project(admin)
+    _experiment(admin, context, project_id=project["id"])
+    columns = admin.projects.columns(project["id"])["columns"]
+    names = [c["column"] for c in columns]
+    assert names[:3] == ["id", "name", "description"]
+    assert {"state", "searcherType", "user", "numTrials"} <= set(names)
+    hps = {c["column"]: c for c in columns if c["location"] == "LOCATION_TYPE_HYPERPARAMETERS"}
+    assert set(hps) == {"hp.lr", "hp.layers"}
+    assert hps["hp.layers"]["type"] == "COLUMN_TYPE_NUMBER"
+    _refused(404, lambda: admin.projects.columns(9999), "project 9999")
+
+
+def test_move_experiments_and_archived_projects(admin: Client, context: pathlib.Path) -> None:
+    """Upstream's MoveExperiment and bulk move; an archived project takes no experiment (neither
+    created nor moved in) and lets none leave."""
+    source, target = _project(admin), _project(admin)
+    first = _experiment(admin, context, project_id=source["id"])
+    second = _experiment(admin, context, project_id=source["id"])
+    body = {"experimentId": first["id"], "destinationProjectId": target["id"]}
+    assert admin.session.request("POST", f"/api/v1/experiments/{first['id']}/move", body=body) == {}
+    moved = admin.experiments.get(first["id"])["experiment"]
+    assert (moved["projectId"], moved["projectName"]) == (target["id"], target["name"])
+
+    results = admin.projects.move_experiments(source["id"], [second["id"], first["id"]], 1)
+    by_id = {r["id"]: r["error"] for r in results["results"]}
+    assert by_id[second["id"]] == ""
+    assert f"not in project {source['id']}" in by_id[first["id"]]
+    assert admin.experiments.get(second["id"])["experiment"]["projectId"] == 1
+    _refused(404, lambda: admin.projects.move_experiment(first["id"], 9999), "project 9999")
+    _refused(404, lambda: admin.projects.move_experiment(999999, source["id"]), "999999")
+    _refused(
+        400,
+        lambda: admin.session.request("POST", f"/api/v1/experiments/{first['id']}/move", body={}),
+        "destinationProjectId: required",
+    )
+
+    admin.projects.archive(target["id"])
+    assert admin.projects.get(target["id"])["project"]["archived"] is True
+    _refused(
+        400,
+        lambda: admin.projects.move_experiment(second["id"], target["id"]),
+        "is archived and cannot add new experiments",
+    )
+    _refused(
+        400,
+        lambda: admin.projects.move_experiment(first["id"], source["id"]),
+        "cannot have experiments moved from it",
+    )
+    _refused(400, lambda: _experiment(admin, context, project_id=target["id"]), "archived")
+    _refused(400, lambda: admin.projects.patch(target["id"], name="x"), "archived")
+    assert admin.experiments.get(second["id"])["experiment"]["projectId"] == 1
+    admin.projects.unarchive(target["id"])
+    admin.projects.move_experiment(second["id"], target["id"])
+    assert admin.projects.get(target["id"])["project"]["numExperiments"] == 2
+
+
+def test_delete_project_with_experiments(admin: Client, context: pathlib.Path) -> None:
+    """A project with an unfinished experiment stays; once its experiments ended, deleting the
+    project deletes them too."""
+    project = _project(admin)
+    exp = _experiment(admin, context, project_id=project["id"])
+    _refused(400, lambda: admin.projects.delete(project["id"]), "not finished", str(exp["id"]))
+    assert admin.projects.get(project["id"])["project"]["numExperiments"] == 1
+    admin.experiments.act(exp["id"], "kill")
+    _wait_terminal(admin, exp["id"])
+    assert admin.projects.delete(project["id"]) == {"completed": True}
+    _refused(404, lambda: admin.projects.get(project["id"]), "not found")
+    with pytest.raises(NotFoundError):
+        admin.experiments.get(exp["id"])
+
+
+def _wait_terminal(api: Client, exp_id: int, timeout: float = 60) -> str:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        state = str(api.experiments.get(exp_id)["experiment"]["state"])
+        if state in ("STATE_CANCELED", "STATE_COMPLETED", "STATE_ERROR"):
+            return state
+        assert time.monotonic() < deadline, f"experiment {exp_id} still {state}"
+        time.sleep(0.1)
