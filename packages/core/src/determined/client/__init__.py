@@ -36,6 +36,7 @@ from determined.client._tensorboards import TensorboardsClient
 from determined.client._token_store import TokenStore
 from determined.client._trials import TrialsClient
 from determined.client._users import UsersClient
+from determined.client._workspaces import WorkspacesClient
 
 __all__ = [
     "MAX_CONTEXT_SIZE",
@@ -68,6 +69,7 @@ __all__ = [
     "TrialsClient",
     "UnauthenticatedError",
     "UsersClient",
+    "WorkspacesClient",
     "create_experiment",
     "hash_password",
     "login",

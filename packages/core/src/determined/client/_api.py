@@ -15,6 +15,7 @@ from determined.client._templates import TemplatesClient
 from determined.client._tensorboards import TensorboardsClient
 from determined.client._trials import TrialsClient
 from determined.client._users import UsersClient
+from determined.client._workspaces import WorkspacesClient
 
 
 class Client:
@@ -43,6 +44,7 @@ class Client:
         self.tensorboards = TensorboardsClient(session)
         self.notebooks = NotebooksClient(session)
         self.projects = ProjectsClient(session)
+        self.workspaces = WorkspacesClient(session)
         self.templates = TemplatesClient(session)
 
     def __repr__(self) -> str:

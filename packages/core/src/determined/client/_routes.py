@@ -346,6 +346,31 @@ NOTEBOOK_REPORT_IDLE = _route(
     "notebooks.report_idle", "PUT", "/api/v1/notebooks/{notebook_id}/report_idle", True
 )
 
+# ---- workspaces -----------------------------------------------------------------------------------
+WORKSPACES_LIST = _route("workspaces.list", "GET", "/api/v1/workspaces")
+WORKSPACE_CREATE = _route("workspaces.create", "POST", "/api/v1/workspaces", False)
+WORKSPACE_GET = _route("workspaces.get", "GET", "/api/v1/workspaces/{workspace_id}")
+WORKSPACE_PATCH = _route("workspaces.patch", "PATCH", "/api/v1/workspaces/{workspace_id}")
+WORKSPACE_DELETE = _route("workspaces.delete", "DELETE", "/api/v1/workspaces/{workspace_id}")
+WORKSPACE_ARCHIVE = _route(
+    "workspaces.archive", "POST", "/api/v1/workspaces/{workspace_id}/archive", True
+)
+WORKSPACE_UNARCHIVE = _route(
+    "workspaces.unarchive", "POST", "/api/v1/workspaces/{workspace_id}/unarchive", True
+)
+WORKSPACE_PIN = _route("workspaces.pin", "POST", "/api/v1/workspaces/{workspace_id}/pin", True)
+WORKSPACE_UNPIN = _route(
+    "workspaces.unpin", "POST", "/api/v1/workspaces/{workspace_id}/unpin", True
+)
+WORKSPACE_PROJECTS = _route(
+    "workspaces.projects", "GET", "/api/v1/workspaces/{workspace_id}/projects"
+)
+WORKSPACE_POOLS = _route(
+    "workspaces.resource_pools",
+    "GET",
+    "/api/v1/workspaces/{workspace_id}/available-resource-pools",
+)
+
 # ---- projects (and moving experiments between them) -----------------------------------------------
 PROJECT_CREATE = _route(
     "projects.create", "POST", "/api/v1/workspaces/{workspace_id}/projects", False
