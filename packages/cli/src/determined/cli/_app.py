@@ -34,6 +34,7 @@ from determined.cli import (
     _task,
     _template,
     _tensorboard,
+    _token,
     _trial,
     _user,
 )
@@ -112,6 +113,7 @@ COMMANDS: list[Node] = [
     *_model.COMMANDS,
     *_user.COMMANDS,
     *_master.COMMANDS,
+    *_token.COMMANDS,
     *_deploy.COMMANDS,
     *VERSION_COMMANDS,
     *_job.COMMANDS,

@@ -130,6 +130,42 @@ def _set_active(active: bool) -> Any:
     return run
 
 
+def _bool(text: str) -> bool:
+    value = text.strip().lower()
+    if value in ("true", "t", "yes", "y", "1", "on"):
+        return True
+    if value in ("false", "f", "no", "n", "0", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def rename(args: argparse.Namespace) -> None:
+    user = _by_name(args, args.target_user)
+    _session.api(args).users.patch(user["id"], {"username": args.new_username})
+    print(f"Renamed user '{args.target_user}' to '{args.new_username}'")
+
+
+def edit(args: argparse.Namespace) -> None:
+    fields: dict[str, Any] = {}
+    names = []
+    for attr, field, label in (
+        ("display_name", "displayName", "Display Name"),
+        ("remote", "remote", "Remote"),
+        ("activate", "active", "Active"),
+        ("username", "username", "Username"),
+        ("admin", "admin", "Admin"),
+    ):
+        value = getattr(args, attr)
+        if value is not None:
+            fields[field] = value
+            names.append(label)
+    if not fields:
+        raise CliError("No field provided. Use 'det user edit -h' for usage.")
+    user = _by_name(args, args.target_user)
+    _session.api(args).users.patch(user["id"], fields)
+    print("Changes made to the following fields: " + ", ".join(names))
+
+
 COMMANDS = [
     Cmd(
         "u|ser",
@@ -175,6 +211,47 @@ COMMANDS = [
                 change_password,
                 "change password for user",
                 [Arg("target_user", nargs="?", default=None, help="name of user to change")],
+            ),
+            Cmd(
+                "rename",
+                rename,
+                "change username for user (admins)",
+                [
+                    Arg("target_user", help="name of user whose username should be changed"),
+                    Arg("new_username", help="new username for target_user"),
+                ],
+            ),
+            Cmd(
+                "edit",
+                edit,
+                "edit user fields",
+                [
+                    Arg("target_user", help="name of user that should be edited"),
+                    Arg("--display-name", default=None, help="new display name for target_user"),
+                    Arg("--username", default=None, help="new username for target_user"),
+                    Arg(
+                        "--remote",
+                        type=_bool,
+                        metavar="(true|false)",
+                        default=None,
+                        help="set user as remote (admins)",
+                    ),
+                    Arg(
+                        "--active",
+                        dest="activate",
+                        type=_bool,
+                        metavar="(true|false)",
+                        default=None,
+                        help="set user as active/inactive (admins)",
+                    ),
+                    Arg(
+                        "--admin",
+                        type=_bool,
+                        metavar="(true|false)",
+                        default=None,
+                        help="grant/remove admin permissions (admins)",
+                    ),
+                ],
             ),
             Cmd(
                 "activate",

@@ -34,6 +34,7 @@ from determined.client._tasks import CommandsClient, TasksClient
 from determined.client._templates import TemplatesClient
 from determined.client._tensorboards import TensorboardsClient
 from determined.client._token_store import TokenStore
+from determined.client._tokens import TokensClient
 from determined.client._trials import TrialsClient
 from determined.client._users import UsersClient
 from determined.client._workspaces import WorkspacesClient
@@ -66,6 +67,7 @@ __all__ = [
     "TemplatesClient",
     "TensorboardsClient",
     "TokenStore",
+    "TokensClient",
     "TrialsClient",
     "UnauthenticatedError",
     "UsersClient",

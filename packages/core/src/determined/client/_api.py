@@ -13,6 +13,7 @@ from determined.client._session import Session
 from determined.client._tasks import CommandsClient, TasksClient
 from determined.client._templates import TemplatesClient
 from determined.client._tensorboards import TensorboardsClient
+from determined.client._tokens import TokensClient
 from determined.client._trials import TrialsClient
 from determined.client._users import UsersClient
 from determined.client._workspaces import WorkspacesClient
@@ -38,6 +39,7 @@ class Client:
         self.users = UsersClient(session)
         self.groups = GroupsClient(session)
         self.rbac = RbacClient(session)
+        self.tokens = TokensClient(session)
         self.cluster = ClusterClient(session)
         self.tasks = TasksClient(session)
         self.commands = CommandsClient(session)

@@ -138,6 +138,9 @@ USER_GET = _route("users.get", "GET", "/api/v1/users/{user_id}")
 USER_BY_NAME = _route("users.get_by_name", "GET", "/api/v1/users/{username}/by-username")
 USER_PATCH = _route("users.patch", "PATCH", "/api/v1/users/{user_id}", False)
 USER_SET_PASSWORD = _route("users.set_password", "POST", "/api/v1/users/{user_id}/password", False)
+TOKEN_CREATE = _route("tokens.create", "POST", "/api/v1/tokens", False)
+TOKENS_LIST = _route("tokens.list", "GET", "/api/v1/tokens")
+TOKEN_PATCH = _route("tokens.patch", "PATCH", "/api/v1/tokens/{token_id}", True)
 
 # ---- experiments ----------------------------------------------------------------------------------
 EXPERIMENTS_LIST = _route("experiments.list", "GET", "/api/v1/experiments")

@@ -42,6 +42,8 @@ class MasterConfig:
             default: role-based access control) or ``basic`` (everybody may view and edit, admins
             manage users); ``security.authz.default_workspace_role`` is the role every user holds
             on the default workspace (``Editor``; ``none`` for no default membership).
+            ``security.token.default_lifespan_days`` / ``max_lifespan_days`` bound access tokens
+            (30 and 30 by default; ``-1``: upstream's maximum).
     """
 
     host: str = "127.0.0.1"

@@ -286,6 +286,9 @@ def create_app(master: Master) -> FastAPI:
     app.include_router(_searcher_ops.router)
     app.include_router(info_router)
     app.include_router(_users.router)
+    from determined.master._api import _tokens
+
+    app.include_router(_tokens.router)
     from determined.master._api import _labels, _templates
 
     app.include_router(_labels.router)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from determined.master._core._searcher_ops import SearcherOperations
     from determined.master._core._tasks import Tasks
     from determined.master._core._tensorboards import Tensorboards
+    from determined.master._core._tokens import AccessTokens
     from determined.master._core._trial_records import TrialRecords
     from determined.master._core._trial_sources import TrialSources
     from determined.master._core._unmanaged import UnmanagedRuns
@@ -45,6 +46,10 @@ class Principal:
     user: User
     allocation_id: str | None = None
     session_id: int | None = None
+    trial_id: int | None = None
+    """With ``allocation_id``: the trial, experiment and task the token may touch (``_alloc_scope``)."""
+    experiment_id: int | None = None
+    task_id: str | None = None
 
 
 def master_of(request: Request) -> Master:
@@ -134,6 +139,11 @@ def notebooks_of(request: Request) -> Notebooks:
 def tensorboards_of(request: Request) -> Tensorboards:
     """The TensorBoards service: TensorBoard tasks and experiments' TensorBoard files."""
     return master_of(request).manager.tensorboards
+
+
+def tokens_of(request: Request) -> AccessTokens:
+    """The access-tokens service: users' long-lived bearer tokens."""
+    return master_of(request).manager.tokens
 
 
 def tasks_of(request: Request) -> Tasks:
@@ -249,17 +259,50 @@ def _cached_principal(cache: AuthCache, candidates: list[str]) -> Principal | No
 
 async def authenticate_async(request: Request) -> Principal:
     """:func:`authenticate` for hot ``async`` routes: a cached token costs no thread hop."""
-    cached = _cached_principal(_auth_cache(request), _candidate_tokens(request))
-    if cached is not None:
-        return cached
     from starlette.concurrency import run_in_threadpool
 
-    return await run_in_threadpool(authenticate, request)
+    cached = _cached_principal(_auth_cache(request), _candidate_tokens(request))
+    if cached is None:
+        return await run_in_threadpool(authenticate, request)
+    if cached.allocation_id is not None:
+        from determined.master._api import _alloc_scope
+
+        if _alloc_scope.needs_body(request) or "uuid" in request.path_params:
+            await run_in_threadpool(_check_scope, request, cached)
+        else:
+            _alloc_scope.check(request, cached)
+    return cached
+
+
+def _check_scope(request: Request, principal: Principal) -> None:
+    """403 when an allocation token reaches beyond its own trial (``_alloc_scope``); runs on a
+    worker thread (it may read the body through the event loop and the database)."""
+    if principal.allocation_id is None:
+        return
+    from determined.master._api import _alloc_scope
+
+    body = None
+    if _alloc_scope.needs_body(request):
+        import anyio.from_thread
+
+        raw = anyio.from_thread.run(request.body)
+        try:
+            body = loads(raw) if raw.strip() else None
+        except (ValueError, UnicodeDecodeError):
+            body = None  # the route answers 400 for malformed JSON
+    _alloc_scope.check(request, principal, body)
 
 
 def authenticate(request: Request) -> Principal:
-    """Resolve the caller from ``Authorization: Bearer`` (user or allocation token) or
-    ``Grpc-Metadata-x-allocation-token: Bearer``; 401 otherwise."""
+    """Resolve the caller from ``Authorization: Bearer`` (user, access or allocation token) or
+    ``Grpc-Metadata-x-allocation-token: Bearer``; 401 otherwise, 403 for an allocation token
+    outside its own trial."""
+    principal = _resolve(request)
+    _check_scope(request, principal)
+    return principal
+
+
+def _resolve(request: Request) -> Principal:
     master = master_of(request)
     candidates = _candidate_tokens(request)
     cache = _auth_cache(request)
@@ -292,7 +335,14 @@ def authenticate(request: Request) -> Principal:
                 user = session.get(User, exp.owner_id) if exp else None
                 if user is not None:
                     session.expunge(user)
-                    principal = Principal(user, alloc.allocation_id, None)
+                    principal = Principal(
+                        user,
+                        alloc.allocation_id,
+                        None,
+                        trial_id=run.id if run else None,
+                        experiment_id=exp.id if exp else None,
+                        task_id=alloc.task_id,
+                    )
                     cache.put(digest, principal, None)
                     return principal
     raise APIError(401, "invalid or expired token; log in again")

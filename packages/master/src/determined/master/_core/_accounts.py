@@ -69,10 +69,10 @@ class Accounts:
             return token, user
 
     def logout(self, session_id: int) -> None:
-        """Revoke one login session."""
+        """Revoke one login session (an access token is left alone: it is revoked explicitly)."""
         with self._db.write() as session:
             sess = session.get(UserSession, session_id)
-            if sess is not None:
+            if sess is not None and sess.token_type != "ACCESS_TOKEN":
                 session.delete(sess)
 
     def create(

@@ -12,20 +12,39 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
+import datetime
 import logging
 import threading
 import time
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from determined.master import _auth
 from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
 from determined.master._wire import APIError
-from determined.master.db import Allocation, Experiment, Run, utcnow
+from determined.master.db import Allocation, Experiment, Run, UserSession, utcnow
 
 logger = logging.getLogger("determined.master")
+
+
+def trial_session_description(allocation_id: str) -> str:
+    """How the owner's session of a trial's allocation is marked (to revoke it at the end)."""
+    return f"trial allocation {allocation_id}"
+
+
+def revoke_trial_session(session: Session, allocation_id: str) -> None:
+    """Revoke the owner's session handed to an allocation's trial (``DET_USER_TOKEN``)."""
+    rows = session.scalars(
+        select(UserSession).where(
+            UserSession.description == trial_session_description(allocation_id),
+            UserSession.revoked_at.is_(None),
+        )
+    )
+    for row in rows:
+        row.revoked_at = utcnow()  # an ORM write, so the authentication cache drops it at once
 
 
 @dataclasses.dataclass
@@ -37,6 +56,9 @@ class AllocState:
     experiment_id: int
     task_id: str
     token: str
+    user_token: str = ""
+    """A session of the experiment's owner for the trial's SDK calls (``DET_USER_TOKEN``), revoked
+    when the allocation ends; the allocation token itself only reaches its own trial."""
     preempt: bool = False
     acked: bool = False
     assigned: bool = False
@@ -109,7 +131,16 @@ class Allocations:
                 token_hash=_auth.token_hash(token),
             )
         )
-        alloc = AllocState(allocation_id, run.id, exp.id, run.task_id, token)
+        user_token = _auth.new_token()
+        session.add(
+            UserSession(
+                user_id=exp.owner_id,
+                token_hash=_auth.token_hash(user_token),
+                expiry=utcnow() + datetime.timedelta(days=_auth.SESSION_DAYS),
+                description=trial_session_description(allocation_id),
+            )
+        )
+        alloc = AllocState(allocation_id, run.id, exp.id, run.task_id, token, user_token)
         self._by_id[allocation_id] = alloc
         self._of_trial[run.id] = allocation_id
         request = AllocationRequest(
@@ -168,6 +199,7 @@ class Allocations:
             row.state = "TERMINATED"
             row.end_time = utcnow()
             row.exit_error = reason
+        revoke_trial_session(session, alloc.allocation_id)
         aid = alloc.allocation_id
         if alloc.assigned:
             self._transactions.effect(lambda: self._rm.release(aid))
@@ -202,6 +234,7 @@ class Allocations:
             row.end_time = utcnow()
             row.exit_code = exit_code
             row.exit_error = error
+        revoke_trial_session(session, allocation_id)
         return alloc
 
     # ------------------------------------------------------------------------------------------

@@ -225,7 +225,7 @@ class AllocationEvents:
             slot_type=str((self._rm.describe() or {}).get("slot_type", "cpu")),
             collective_key=secrets.token_hex(16),
             user=user.username if user else "determined",
-            user_token=alloc.token,
+            user_token=alloc.user_token,
         )
 
     def _started(self, allocation_id: str, pid: int) -> None:

@@ -10,6 +10,7 @@
     SearcherOperations  the searcher-operations protocol of running trials
     TrialRecords        status, metadata, logs and alerts running trials record
     Accounts            users, passwords and login sessions
+    AccessTokens        users' long-lived access tokens (create, list, revoke)
     Checkpoints         checkpoint reports and the files left of them after deletes
     ModelRegistry       models and their versions
     UnmanagedRuns       experiments and trials core_v2 runs outside the master (never scheduled)
@@ -63,6 +64,7 @@ from determined.master._core._searcher_ops import SearcherOperations
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._tasks import Tasks
 from determined.master._core._templates import Templates
+from determined.master._core._tokens import AccessTokens
 from determined.master._core._tensorboards import Tensorboards
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
@@ -104,6 +106,7 @@ class Manager:
         )
         self.trial_records = TrialRecords(db)
         self.accounts = Accounts(db)
+        self.tokens = AccessTokens(db)
         self.authz = Authz(db)
         self.groups = Groups(db, self.authz)
         self.roles = Roles(db, self.authz)

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import delete, select
 
 from determined.master import _wire
+from determined.master._core._allocations import revoke_trial_session
 from determined.master._core._lifecycle import Lifecycle
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._task_logs import master_log
@@ -49,6 +50,7 @@ def recover(
             row.state = "TERMINATED"
             row.end_time = utcnow()
             row.exit_error = "the master restarted"
+            revoke_trial_session(session, row.allocation_id)
         exps = list(
             session.scalars(
                 select(Experiment).where(
