@@ -37,6 +37,7 @@ from determined.cli import (
     _token,
     _trial,
     _user,
+    _workspace,
 )
 from determined.cli._config_file import parse_config, read_config_text
 from determined.cli._declarative import Arg, Cmd, Node, add_nodes
@@ -126,6 +127,7 @@ COMMANDS: list[Node] = [
     *_project.COMMANDS,
     *_template.COMMANDS,
     *_rbac.COMMANDS,
+    *_workspace.COMMANDS,
 ]
 
 

@@ -96,7 +96,8 @@ def create_experiment(
         return create_unmanaged_experiment(request, body, principal, None)
     raw = get(body, "config")
     template = get(body, "template")
-    validated = validate_config(master, with_template(request, raw, template) if template else raw)
+    merged = with_template(request, principal, raw, template) if template else raw
+    validated = validate_config(master, merged)
     config = validated.config
     original = raw if isinstance(raw, str) else yaml.safe_dump(raw)
     files = get(body, "model_definition") or []
