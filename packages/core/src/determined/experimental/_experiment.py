@@ -11,6 +11,7 @@ from typing import Any
 
 from determined.client import Client, Session
 from determined.experimental._checkpoint import Checkpoint, CheckpointSortBy
+from determined.experimental._project_moves import ProjectMember
 from determined.experimental._trial import (
     Trial,
     TrialSortBy,
@@ -73,7 +74,7 @@ ExperimentOrderBy = OrderBy
 """Deprecated name of :class:`OrderBy`."""
 
 
-class Experiment:
+class Experiment(ProjectMember):
     """An experiment: obtained from ``client.create_experiment()`` or ``client.get_experiment()``.
 
     Attributes (cached; :meth:`reload` refreshes them): ``config``, ``state``
@@ -192,21 +193,6 @@ class Experiment:
         """Unarchive an archived experiment."""
         self._action("unarchive")
         self.archived = False
-
-    def move_to_project(self, workspace_name: str, project_name: str) -> None:
-        """Move the experiment to project ``project_name`` of workspace ``workspace_name``;
-        ``project_id`` and ``workspace_id`` follow.
-
-        Raises:
-            NotFoundError: no such workspace or project.
-            APIError: the experiment or either project is archived.
-        """
-        from determined.experimental._project import find_project
-
-        project = find_project(self._api, workspace_name, project_name)
-        self._api.projects.move_experiment(self._id, int(project["id"]))
-        self.project_id = int(project["id"])
-        self.workspace_id = int(project["workspaceId"])
 
     def delete(self) -> None:
         """Delete a terminal experiment with its checkpoints (owner or admin).

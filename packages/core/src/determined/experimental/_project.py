@@ -112,27 +112,3 @@ class Project:
             )
         fresh.pop(matching[0])
         self.notes = [dict(n) for n in self._api.projects.put_notes(self.id, fresh)["notes"]]
-
-
-def find_project(api: Client, workspace_name: str, project_name: str) -> dict[str, Any]:
-    """The ``v1Project`` of project ``project_name`` in workspace ``workspace_name``.
-
-    Raises:
-        NotFoundError: there is no such workspace, or no such project in it.
-    """
-    from determined.client import NotFoundError
-
-    workspaces = api.workspaces.list({"name": workspace_name}).get("workspaces") or []
-    workspace = next((w for w in workspaces if w.get("name") == workspace_name), None)
-    if workspace is None:
-        raise NotFoundError("GET", "workspaces", 404, f"workspace {workspace_name!r} not found")
-    answer = api.workspaces.projects(int(workspace["id"]), {"name": project_name})
-    project = next((p for p in answer.get("projects") or [] if p.get("name") == project_name), None)
-    if project is None:
-        raise NotFoundError(
-            "GET",
-            "projects",
-            404,
-            f"project {project_name!r} not found in workspace {workspace_name!r}",
-        )
-    return dict(project)
