@@ -67,13 +67,15 @@ def test_labels_in_use_most_used_first_and_by_project(
         exp.kill()
 
 
-def test_bad_label_requests_name_the_problem(sdk: Determined) -> None:
+def test_bad_label_requests_name_the_problem(sdk: Determined, context: pathlib.Path) -> None:
     api = client.Client(sdk._session).experiments
     with pytest.raises(client.NotFoundError, match="experiment 987654 not found"):
         api.add_label(987654, "x")
+    exp = _paused(sdk, context)
     with pytest.raises(client.APIError, match="label: must not be empty") as e:
-        api.add_label(1, " ")
+        api.add_label(exp.id, " ")
     assert e.value.status == 400
+    exp.kill()
 
 
 def test_det_experiment_label_add_remove(

@@ -85,7 +85,7 @@ def test_rest_refuses_bad_input_with_the_field(
     with pytest.raises(client.APIError, match="config: required") as e:
         session.request("POST", "/api/v1/templates/bad-none", body={"name": "bad-none"})
     assert e.value.status == 400
-    with pytest.raises(client.NotFoundError, match="workspaceId: workspace 999 not found"):
+    with pytest.raises(client.NotFoundError, match="workspace 999 not found"):
         templates.create("bad-ws", {}, workspace_id=999)
     with pytest.raises(client.NotFoundError, match="template 'nope' not found"):
         templates.set_config("nope", {})

@@ -7,7 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Request
 
+from determined.master._api._access import on_experiment, visible
 from determined.master._api._deps import Principal, authenticate, int_param, master_of
+from determined.master._core._authz import Permission
 from determined.master._wire import APIError
 
 if TYPE_CHECKING:
@@ -29,7 +31,10 @@ def _label(label: str) -> str:
 
 @router.put("/api/v1/experiments/{experiment_id}/labels/{label}")
 def put_label(
-    request: Request, experiment_id: int, label: str, principal: Principal = Depends(authenticate)
+    request: Request,
+    experiment_id: int,
+    label: str,
+    _: None = on_experiment(Permission.UPDATE_EXPERIMENT_METADATA),
 ) -> dict[str, Any]:
     """Put a label on an experiment; the answer holds all its labels."""
     return {"labels": labels_of(request).add(experiment_id, _label(label))}
@@ -37,7 +42,10 @@ def put_label(
 
 @router.delete("/api/v1/experiments/{experiment_id}/labels/{label}")
 def delete_label(
-    request: Request, experiment_id: int, label: str, principal: Principal = Depends(authenticate)
+    request: Request,
+    experiment_id: int,
+    label: str,
+    _: None = on_experiment(Permission.UPDATE_EXPERIMENT_METADATA),
 ) -> dict[str, Any]:
     """Take a label off an experiment; the answer holds the labels left."""
     return {"labels": labels_of(request).remove(experiment_id, _label(label))}
@@ -47,7 +55,9 @@ def delete_label(
 def experiment_labels(
     request: Request, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
-    """Every label of the experiments (of ``projectId`` when given), most used first."""
+    """Every label of the experiments the caller may see (of ``projectId`` when given), most used
+    first."""
     project_id = int_param(request.query_params.get("projectId"), "projectId")
     projects = [project_id] if project_id else None
-    return {"labels": labels_of(request).in_use(projects)}
+    workspaces = visible(request, principal, Permission.VIEW_EXPERIMENT_METADATA)
+    return {"labels": labels_of(request).in_use(projects, workspaces)}

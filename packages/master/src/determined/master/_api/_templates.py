@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from fastapi import APIRouter, Depends, Request
 
+from determined.master._api._access import guard, require_workspace, visible
 from determined.master._api._deps import (
     Principal,
     authenticate,
@@ -15,7 +16,9 @@ from determined.master._api._deps import (
     json_body,
     master_of,
 )
+from determined.master._core._authz import Permission
 from determined.master._wire import APIError, get, pagination
+from determined.master.db import DEFAULT_WORKSPACE_ID
 
 if TYPE_CHECKING:
     from determined.master._core._templates import Templates
@@ -26,6 +29,18 @@ router = APIRouter(tags=["Templates"])
 def templates_of(request: Request) -> Templates:
     """The config-templates service."""
     return master_of(request).manager.templates  # type: ignore[no-any-return]
+
+
+def _guard(request: Request, principal: Principal, name: str, permission: Permission) -> None:
+    """404 for a template the caller cannot see, 403 naming ``permission`` when it may only look."""
+    workspace_id = templates_of(request).workspace_of(name)
+    guard(request, principal, permission, workspace_id, f"template {name!r}")
+
+
+def _workspace_guard(
+    request: Request, principal: Principal, workspace_id: int | None, permission: Permission
+) -> None:
+    require_workspace(request, principal, workspace_id or DEFAULT_WORKSPACE_ID, permission)
 
 
 def _config(value: Any, field: str = "config") -> dict[str, Any]:
@@ -64,6 +79,11 @@ def list_templates(
     if sort not in ("SORT_BY_UNSPECIFIED", "SORT_BY_NAME"):
         raise APIError(400, f"sortBy: unsupported value {sort!r}")
     workspace_ids = [int_param(w, "workspaceIds") or 0 for w in q.getlist("workspaceIds") if w]
+    allowed = visible(request, principal, Permission.VIEW_TEMPLATES)
+    if allowed is not None:
+        workspace_ids = [w for w in workspace_ids if w in allowed] if workspace_ids else [*allowed]
+        if not workspace_ids:
+            return {"templates": [], "pagination": pagination(offset, limit, 0, 0)}
     rows, total = templates_of(request).list(
         name=q.get("name") or None,
         workspace_ids=workspace_ids or None,
@@ -79,6 +99,7 @@ def get_template(
     request: Request, template_name: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """One template by name."""
+    _guard(request, principal, template_name, Permission.VIEW_TEMPLATES)
     return {"template": templates_of(request).get(template_name)}
 
 
@@ -93,6 +114,7 @@ def post_template(
     config, workspace_id = _template_body(body, template_name)
     if config is None:
         raise APIError(400, "config: required (the template's experiment config)")
+    _workspace_guard(request, principal, workspace_id, Permission.CREATE_TEMPLATES)
     return {"template": templates_of(request).create(template_name, config, workspace_id)}
 
 
@@ -105,6 +127,16 @@ def put_template(
 ) -> dict[str, Any]:
     """Create or update a template (upstream's deprecated upsert)."""
     config, workspace_id = _template_body(body, template_name)
+    try:
+        current: int | None = templates_of(request).workspace_of(template_name)
+    except APIError:
+        current = None
+    if current is not None:
+        guard(
+            request, principal, Permission.UPDATE_TEMPLATES, current, f"template {template_name!r}"
+        )
+    if current is None or workspace_id:
+        _workspace_guard(request, principal, workspace_id, Permission.CREATE_TEMPLATES)
     return {"template": templates_of(request).put(template_name, config, workspace_id)}
 
 
@@ -116,6 +148,7 @@ def patch_template_config(
     principal: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Replace a template's config; the body is the config itself."""
+    _guard(request, principal, template_name, Permission.UPDATE_TEMPLATES)
     return {"template": templates_of(request).set_config(template_name, _config(body, "body"))}
 
 
@@ -131,6 +164,7 @@ def patch_template_name(
         raise APIError(400, "oldName: required")
     if not isinstance(new_name, str) or not new_name:
         raise APIError(400, "newName: required")
+    _guard(request, principal, old_name, Permission.UPDATE_TEMPLATES)
     return {"template": templates_of(request).rename(old_name, new_name)}
 
 
@@ -139,15 +173,23 @@ def delete_template(
     request: Request, template_name: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Remove a template."""
+    _guard(request, principal, template_name, Permission.DELETE_TEMPLATES)
     templates_of(request).delete(template_name)
     return {}
 
 
-def with_template(request: Request, raw: Any, template: Any) -> dict[str, Any]:
+def with_template(
+    request: Request, principal: Principal, raw: Any, template: Any
+) -> dict[str, Any]:
     """An experiment config (YAML text or a mapping) merged over the template it names, as
-    ``POST /api/v1/experiments`` with ``template`` does; 400/404 naming the field."""
+    ``POST /api/v1/experiments`` with ``template`` does; 400/404 naming the field (a template
+    the caller may not view is not found)."""
     if not isinstance(template, str):
         raise APIError(400, "template: must be the name of a config template")
+    try:
+        _guard(request, principal, template, Permission.VIEW_TEMPLATES)
+    except APIError as e:
+        raise APIError(e.status, f"template: {e.message}") from None
     if isinstance(raw, str):
         try:
             raw = yaml.safe_load(raw) if raw.strip() else {}

@@ -15,6 +15,7 @@ from sqlalchemy import select
 from determined.master._core._experiments import get_experiment
 from determined.master._core._transactions import Transactions
 from determined.master.db import Database, Experiment
+from determined.master.db._visibility import experiments_visible
 
 
 class ExperimentLabels:
@@ -50,10 +51,14 @@ class ExperimentLabels:
         with self._db.read() as session:
             return list(get_experiment(session, exp_id).labels or [])
 
-    def in_use(self, project_ids: Iterable[int] | None = None) -> list[str]:
+    def in_use(
+        self, project_ids: Iterable[int] | None = None, workspace_ids: Iterable[int] | None = None
+    ) -> list[str]:
         """Every label of an experiment that is not deleted, most used first (then by name);
-        ``project_ids`` limits it to those projects."""
+        ``project_ids`` / ``workspace_ids`` limit it to those projects / workspaces."""
         stmt = select(Experiment.labels).where(Experiment.state != "DELETED")
+        if workspace_ids is not None:
+            stmt = stmt.where(experiments_visible(set(workspace_ids)))
         if project_ids is not None:
             stmt = stmt.where(Experiment.project_id.in_(list(project_ids)))
         counts: collections.Counter[str] = collections.Counter()

@@ -78,6 +78,11 @@ class Templates:
                 stmt = stmt.limit(limit)
             return [template_json(t) for t in session.scalars(stmt)], total
 
+    def workspace_of(self, name: str) -> int:
+        """The workspace of the template called ``name`` (404 when there is none)."""
+        with self._db.read() as session:
+            return int(_find(session, name).workspace_id)
+
     def get(self, name: str) -> dict[str, Any]:
         """The template called ``name`` (404 when there is none)."""
         with self._db.read() as session:
