@@ -17,7 +17,9 @@ ADMIN_ROUTE = "/api/v1/me"
 
 def _status(url: str, token: str, path: str = ADMIN_ROUTE) -> int:
     """The status of one GET with ``token`` as the bearer token (no client retries)."""
-    return requests.get(url + path, headers={"Authorization": f"Bearer {token}"}, timeout=30).status_code
+    return requests.get(
+        url + path, headers={"Authorization": f"Bearer {token}"}, timeout=30
+    ).status_code
 
 
 def _wait(predicate: Any, what: str, timeout: float = 30.0) -> None:
@@ -113,9 +115,10 @@ def test_who_may_do_what(module_master: Any, users: dict[str, Any]) -> None:
         alice.tokens.create(users["bob_id"], "1h", "")
     made = admin.tokens.create(users["bob_id"], "1h", "made by admin")
     bob_token_id = int(made["tokenId"])
-    assert client.Client(Session(module_master.url, made["token"])).users.me()["user"][
-        "username"
-    ] == "bob"
+    assert (
+        client.Client(Session(module_master.url, made["token"])).users.me()["user"]["username"]
+        == "bob"
+    )
     assert bob_token_id not in [int(t["id"]) for t in alice.tokens.list()["tokenInfo"]]
     with pytest.raises(client.ForbiddenError):
         alice.tokens.list(username="bob")

@@ -64,9 +64,10 @@ def test_token_commands(det: Det, module_master: Any, admin: client.Client) -> N
     assert created < expiry
 
     assert "Successfully updated" in det.ok("token", "edit", str(token_id), "-d", "renamed")
-    assert json.loads(det.ok("token", "describe", str(token_id), "--json"))[0][
-        "description"
-    ] == "renamed"
+    assert (
+        json.loads(det.ok("token", "describe", str(token_id), "--json"))[0]["description"]
+        == "renamed"
+    )
 
     assert f"revoked token {token_id}" in det.ok("token", "revoke", str(token_id))
     assert _me(module_master.url, token) == 401
