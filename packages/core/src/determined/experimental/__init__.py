@@ -32,6 +32,7 @@ from determined.experimental._project import Project
 from determined.experimental._trial import LogLevel, Trial, TrialOrderBy, TrialSortBy, TrialState
 from determined.experimental._user import User
 from determined.experimental._util import OrderBy
+from determined.experimental._workspace import ResourcePool, Workspace
 
 ExperimentReference = Experiment
 """Deprecated name of :class:`Experiment`."""
@@ -58,6 +59,7 @@ __all__ = [
     "NativeContext",
     "OrderBy",
     "Project",
+    "ResourcePool",
     "TrainingMetrics",
     "Trial",
     "TrialMetrics",
@@ -67,6 +69,7 @@ __all__ = [
     "TrialState",
     "User",
     "ValidationMetrics",
+    "Workspace",
     "checkpoint",
     "client",
     "create",

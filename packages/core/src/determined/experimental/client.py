@@ -44,6 +44,7 @@ from determined.experimental._model import Model, ModelOrderBy, ModelSortBy, Mod
 from determined.experimental._trial import LogLevel, Trial, TrialOrderBy, TrialSortBy, TrialState
 from determined.experimental._user import User
 from determined.experimental._util import OrderBy
+from determined.experimental._workspace import Workspace
 
 CheckpointOrderBy = OrderBy
 """Deprecated name of :class:`OrderBy`."""
@@ -77,9 +78,12 @@ __all__ = [
     "TrialState",
     "User",
     "ValidationMetrics",
+    "Workspace",
     "create_experiment",
     "create_model",
     "create_user",
+    "create_workspace",
+    "delete_workspace",
     "get_checkpoint",
     "get_experiment",
     "get_model",
@@ -90,10 +94,12 @@ __all__ = [
     "get_trial",
     "get_user_by_id",
     "get_user_by_name",
+    "get_workspace",
     "iter_trials_metrics",
     "list_experiments",
     "list_models",
     "list_users",
+    "list_workspaces",
     "login",
     "logout",
     "stream_trials_metrics",
@@ -192,3 +198,7 @@ iter_trials_metrics = _delegate(Determined.iter_trials_metrics)
 stream_trials_metrics = _delegate(Determined.stream_trials_metrics)
 stream_trials_training_metrics = _delegate(Determined.stream_trials_training_metrics)
 stream_trials_validation_metrics = _delegate(Determined.stream_trials_validation_metrics)
+create_workspace = _delegate(Determined.create_workspace)
+get_workspace = _delegate(Determined.get_workspace)
+list_workspaces = _delegate(Determined.list_workspaces)
+delete_workspace = _delegate(Determined.delete_workspace)
