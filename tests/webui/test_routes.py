@@ -623,3 +623,56 @@ def test_gzip_is_skipped_for_clients_that_do_not_ask(master: Master, web: reques
     assert "content-encoding" not in raw.headers
     assert isinstance(json.loads(raw.content), dict)
     assert gzip  # (gzip-encoded answers are checked in the curves test)
+
+
+def test_workspace_and_project_pages_count_filter_and_hide(
+    master: Master, web: requests.Session, token: str
+) -> None:
+    """Workspaces → projects → experiments with their counts (SQLite and PostgreSQL), archived
+    workspaces only when asked, and a user outside the workspace gets 404s and empty lists."""
+    api = requests.Session()
+    api.headers["Authorization"] = f"Bearer {token}"
+
+    def post(path: str, body: dict[str, Any]) -> Any:
+        response = api.post(master.url + path, json=body, timeout=30)
+        assert response.ok, response.text
+        return response.json()
+
+    suffix = time.monotonic_ns()
+    ws = post("/api/v1/workspaces", {"name": f"routes-{suffix}"})["workspace"]["id"]
+    gone = post("/api/v1/workspaces", {"name": f"routes-gone-{suffix}"})["workspace"]["id"]
+    post(f"/api/v1/workspaces/{gone}/archive", {})
+    project = post(f"/api/v1/workspaces/{ws}/projects", {"name": "p", "workspaceId": ws})
+    pid = project["project"]["id"]
+    exps = [add_experiment(master, name=f"in-project-{i}", project_id=pid) for i in range(2)]
+    add_experiment(master, name="deleted-one", project_id=pid, state="DELETED")
+
+    page = web.get(f"{master.url}/workspaces", timeout=30).text
+    row = re.search(rf"<tr data-id=\"{ws}\".*?</tr>", page, re.S)
+    assert row is not None
+    assert re.findall(r'class="num \w+">(\d+)<', row.group(0)) == ["1", "2"]
+    assert f'data-id="{gone}"' not in page
+    assert f'data-id="{gone}"' in web.get(f"{master.url}/workspaces?archived=1", timeout=30).text
+    page = web.get(f"{master.url}/workspaces/{ws}", timeout=30).text
+    assert re.search(rf'<tr data-id="{pid}".*?class="num experiments">2<', page, re.S)
+    for path in (f"/projects/{pid}", f"/ui/partials/experiments?project={pid}"):
+        page = web.get(master.url + path, timeout=30).text
+        assert ">2 experiments<" in page, path
+        assert sorted(int(i) for i in re.findall(r'<tr data-id="(\d+)"', page)) == exps
+    assert web.get(f"{master.url}/experiments?project=x", timeout=30).status_code == 400
+
+    post("/api/v1/users", {"user": {"username": f"outsider-{suffix}"}, "password": ""})
+    outsider = requests.Session()
+    outsider.cookies.set("auth", login_token(master.url, f"outsider-{suffix}"))
+    for path in (
+        f"/workspaces/{ws}",
+        f"/projects/{pid}",
+        f"/experiments/{exps[0]}",
+        f"/ui/partials/experiments/{exps[0]}",
+        f"/ui/api/experiments/{exps[0]}/hparams",
+        f"/ui/api/workspaces/{ws}/permissions",
+    ):
+        assert outsider.get(master.url + path, timeout=30).status_code == 404, path
+    listed = outsider.get(f"{master.url}/ui/partials/experiments?project={pid}", timeout=30)
+    assert ">0 experiments<" in listed.text
+    assert f"routes-{suffix}" not in outsider.get(f"{master.url}/workspaces", timeout=30).text
