@@ -32,7 +32,7 @@ SDK_SCRIPT = textwrap.dedent(
     from determined.experimental import client
 
     master, config, context = sys.argv[1], sys.argv[2], sys.argv[3]
-    client.login(master=master, user="determined", password="")
+    client.login(master=master, user="admin", password="")
     ws = client.create_workspace("up-ws")
     first = ws.create_project("up-first", description="made by upstream's SDK")
     second = ws.create_project("up-second")
@@ -69,7 +69,7 @@ def _clean_env(home: pathlib.Path, master_url: str) -> dict[str, str]:
         k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "DET_"))
     }
     env.update({"HOME": str(home), "XDG_CONFIG_HOME": str(home / "config")})
-    env.update({"DET_MASTER": master_url, "DET_USER": "determined", "DET_PASS": ""})
+    env.update({"DET_MASTER": master_url, "DET_USER": "admin", "DET_PASS": ""})
     return env
 
 
