@@ -281,3 +281,122 @@ def _wait_terminal(api: Client, exp_id: int, timeout: float = 60) -> str:
             return state
         assert time.monotonic() < deadline, f"experiment {exp_id} still {state}"
         time.sleep(0.1)
+
+
+# ---- det ------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def det(
+    module_master: Any,
+    tmp_path: pathlib.Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> Any:
+    """``det`` in-process against the module's master, logged in as admin."""
+    from cli.harness import Det
+
+    for name in ("DET_USER_TOKEN", "NO_COLOR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DET_MASTER", module_master.url)
+    monkeypatch.setenv("DET_CONFIG_DIR", str(tmp_path / "det-config"))
+    monkeypatch.setenv("DET_USER", "admin")
+    monkeypatch.setenv("DET_PASS", "")
+    return Det(module_master.url, tmp_path / "det-config", capsys)
+
+
+def test_det_project_commands(
+    det: Any, admin: Client, context: pathlib.Path, tmp_path: pathlib.Path
+) -> None:
+    """Upstream's ``det project`` tree, ``det e create --project_id`` and ``det e move``."""
+    import json
+
+    import yaml
+
+    name, other = _unique("cli"), _unique("cli-other")
+    out = det.ok("p", "create", "Uncategorized", name, "--description", "from det", "--key", "cli7")
+    assert "CLI7" in out and name in out and "# Active Experiments" in out
+    made = json.loads(det.ok("project", "create", "Uncategorized", other, "--json"))
+    assert made["name"] == other and made["workspaceName"] == "Uncategorized"
+    listed = det.ok("p", "ls", "Uncategorized", "--sort-by", "name", "--order-by", "desc")
+    assert name in listed and other in listed and listed.index(other) < listed.index(name)
+    described = json.loads(det.ok("p", "describe", "Uncategorized", name, "--json"))
+    assert (described["key"], described["description"]) == ("CLI7", "from det")
+
+    config = tmp_path / "exp.yaml"
+    config.write_text(yaml.safe_dump(_config()))
+    det.ok(
+        "e", "create", str(config), str(context), "--project_id", str(described["id"]), "--paused"
+    )
+    (exp,) = admin.experiments.list({"projectId": described["id"]})["experiments"]
+    moved = det.ok("e", "move", str(exp["id"]), "Uncategorized", other)
+    assert moved.strip() == f'Moved experiment {exp["id"]} to project "{other}"'
+    assert admin.experiments.get(exp["id"])["experiment"]["projectId"] == made["id"]
+    rows = det.ok("p", "list-experiments", "Uncategorized", other)
+    assert str(exp["id"]) in rows and "Resource Pool" in rows
+    assert json.loads(det.ok("p", "list-experiments", "Uncategorized", name, "--json")) == []
+    assert "Associated Experiments" in det.ok("p", "describe", "Uncategorized", other, "-a")
+
+    det.ok("p", "edit", "Uncategorized", name, "--new_name", f"{name}-2", "--description", "x")
+    renamed = admin.projects.get(described["id"])["project"]
+    assert (renamed["name"], renamed["description"]) == (f"{name}-2", "x")
+    assert "Successfully archived" in det.ok("p", "archive", "Uncategorized", f"{name}-2")
+    assert admin.projects.get(described["id"])["project"]["archived"] is True
+    assert "un-archived" in det.ok("p", "unarchive", "Uncategorized", f"{name}-2")
+    assert "Successfully deleted" in det.ok("p", "delete", "Uncategorized", f"{name}-2", "--yes")
+    with pytest.raises(NotFoundError):
+        admin.projects.get(described["id"])
+
+    code, _, err = det.run("p", "describe", "Uncategorized", "no-such-project")
+    assert code == 1 and "no-such-project" in err and "not found" in err
+    code, _, err = det.run("p", "create", "Uncategorized", _unique("cli"), "--key", "toolong")
+    assert code == 1 and "key" in err and "Traceback" not in err
+    code, _, err = det.run("e", "move", str(exp["id"]), "No Such Workspace", other)
+    assert code == 1 and "No Such Workspace" in err
+    code, _, err = det.run("p", "delete", "Uncategorized", "Uncategorized", "--yes")
+    assert code == 1 and "default project" in err
+
+
+# ---- SDK ------------------------------------------------------------------------------------------
+
+
+def test_sdk_project(module_master: Any, admin: Client, context: pathlib.Path) -> None:
+    """Upstream's ``Project`` methods and ``Experiment.move_to_project``."""
+    from determined.experimental import Determined, Project
+
+    sdk = Determined(module_master.url, "admin", "")
+    first, second = _project(admin), _project(admin)
+    project = Project(admin.session, first["id"])
+    project.reload()
+    assert (project.name, project.key, project.workspace_id) == (first["name"], first["key"], 1)
+    assert (project.n_experiments, project.archived, project.notes) == (0, False, [])
+    project.set_name(project.name + "-sdk")
+    project.set_description("made by the SDK")
+    project.set_key("sdk1")
+    assert (project.key, project.description) == ("SDK1", "made by the SDK")
+    project.add_note("one", "1")
+    project.add_note("two", "2")
+    project.add_note("two", "again")
+    project.remove_note("one")
+    assert [n["name"] for n in project.notes or []] == ["two", "two"]
+    with pytest.raises(ValueError, match="Multiple notes"):
+        project.remove_note("two")
+    with pytest.raises(ValueError, match="No note"):
+        project.remove_note("one")
+
+    exp = sdk.create_experiment(_config(), context, project_id=project.id, activate=False)
+    assert (exp.project_id, exp.workspace_id) == (project.id, 1)
+    assert [e.id for e in project.list_experiments()] == [exp.id]
+    exp.move_to_project("Uncategorized", second["name"])
+    assert exp.project_id == second["id"]
+    exp.reload()
+    assert exp.project_id == second["id"]
+    assert [e.id for e in sdk.list_experiments(project_id=second["id"])] == [exp.id]
+    with pytest.raises(NotFoundError):
+        exp.move_to_project("Uncategorized", "no-such-project")
+    project.archive()
+    with pytest.raises(APIError, match="archived"):
+        exp.move_to_project("Uncategorized", project.name or "")
+    project.unarchive()
+    project.reload()
+    assert project.archived is False and project.n_experiments == 0
