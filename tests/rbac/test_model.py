@@ -169,6 +169,10 @@ def test_role_through_group_applies_and_unassign_removes_it(
     holders = admin.rbac.roles_by_ids([4])["roles"][0]["groupRoleAssignments"]
     assert {"groupId": group["groupId"], "roleAssignment": holders[0]["roleAssignment"]} in holders
 
+    on_ws = user_api.rbac.roles_on_workspace(ws)
+    assert [g["groupId"] for g in on_ws["groups"]] == [group["groupId"]]
+    assert [a["role"]["name"] for a in on_ws["assignments"]] == ["Viewer"]
+
     # the member may not hand out roles: ASSIGN_ROLES is missing
     with pytest.raises(client.APIError) as e:
         user_api.rbac.assign(5, user_id=user["id"], workspace_id=ws)

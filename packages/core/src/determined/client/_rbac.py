@@ -101,6 +101,10 @@ class RbacClient:
         """``roles`` and ``assignments`` of a group."""
         return r.call(self.session, r.ROLES_OF_GROUP, group_id=group_id)
 
+    def roles_on_workspace(self, workspace_id: int) -> dict[str, Any]:
+        """``groups``, ``usersAssignedDirectly`` and ``assignments`` holding roles on a workspace."""
+        return r.call(self.session, r.ROLES_ON_WORKSPACE, workspace_id=workspace_id)
+
     def assign(
         self,
         role_id: int,

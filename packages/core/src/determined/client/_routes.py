@@ -413,3 +413,6 @@ ROLES_OF_GROUP = _route("rbac.roles_of_group", "GET", "/api/v1/roles/search/by-g
 ROLES_ASSIGN = _route("rbac.assign_roles", "POST", "/api/v1/roles/add-assignments", True)
 ROLES_REMOVE = _route("rbac.remove_assignments", "POST", "/api/v1/roles/remove-assignments", True)
 PERMISSIONS_SUMMARY = _route("rbac.permissions_summary", "GET", "/api/v1/permissions/summary")
+ROLES_ON_WORKSPACE = _route(
+    "rbac.roles_on_workspace", "GET", "/api/v1/roles/workspace/{workspace_id}"
+)

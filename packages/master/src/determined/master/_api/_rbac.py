@@ -175,6 +175,16 @@ def roles_of_group(
     return _roles(request).of_group(_path_id(group_id, "groupId"))
 
 
+@router.get("/api/v1/roles/workspace/{workspace_id}", tags=["RBAC"])
+def roles_on_workspace(
+    request: Request, workspace_id: str, principal: Principal = Depends(authenticate)
+) -> dict[str, Any]:
+    """Groups and users holding roles on a workspace (``GetGroupsAndUsersAssignedToWorkspace``)."""
+    ws = _path_id(workspace_id, "workspaceId")
+    authz_of(request).check(principal, Permission.VIEW_WORKSPACE, ws)
+    return _roles(request).of_workspace(ws)
+
+
 @router.post("/api/v1/roles/add-assignments", tags=["RBAC"])
 def assign_roles(
     request: Request,

@@ -183,6 +183,7 @@ def permission_json(p: Permission) -> dict[str, Any]:
         "id": p.wire_name,
         "name": p.label,
         "scopeTypeMask": {"cluster": True, "workspace": not p.cluster_only},
+        "isGlobal": p.cluster_only,
     }
 
 
@@ -269,6 +270,7 @@ class Authz:
         self._grants: dict[int, Grants] = {}
         self._project_ws: dict[int, int] = {}
         self._generation = 0
+        self._watched_types: tuple[type, ...] | None = None
         self._lock = threading.Lock()
         event.listen(db._sessions, "after_flush", self._after_flush)
         event.listen(db._sessions, "after_commit", self._after_commit)
@@ -411,17 +413,18 @@ class Authz:
             self._project_ws = {}
 
     def _watched(self) -> tuple[type, ...]:
-        from determined.master import db
+        if self._watched_types is None:
+            from determined.master import db
 
-        names = (
-            "User",
-            "UserGroup",
-            "UserGroupMembership",
-            "RoleAssignment",
-            "Project",
-            "Workspace",
-        )
-        return tuple(getattr(db, n) for n in names if hasattr(db, n))
+            self._watched_types = (
+                db.User,
+                db.UserGroup,
+                db.UserGroupMembership,
+                db.RoleAssignment,
+                db.Project,
+                db.Workspace,
+            )
+        return self._watched_types
 
     def _after_flush(self, session: Any, _context: Any) -> None:
         watched = self._watched()

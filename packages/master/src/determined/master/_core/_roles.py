@@ -212,6 +212,43 @@ class Roles:
         roles = [ROLES[r].to_json() for r in sorted({r for r, _ in pairs})]
         return {"roles": roles, "assignments": summary(pairs)}
 
+    def of_workspace(self, workspace_id: int) -> dict[str, Any]:
+        """Who holds roles on a workspace (``GetGroupsAndUsersAssignedToWorkspace``): ``groups``,
+        ``usersAssignedDirectly`` and ``assignments`` (``RoleWithAssignments`` per role)."""
+        from determined.master._wire import ts
+
+        with self._db.read() as session:
+            if session.get(Workspace, workspace_id) is None:
+                raise APIError(404, f"workspace {workspace_id} not found")
+            rows = session.scalars(
+                select(RoleAssignment).where(RoleAssignment.workspace_id == workspace_id)
+            ).all()
+            group_ids = {a.group_id for a in rows if a.group_id is not None}
+            user_ids = {a.user_id for a in rows if a.user_id is not None}
+            groups = session.scalars(select(UserGroup).where(UserGroup.id.in_(group_ids))).all()
+            users = session.scalars(select(User).where(User.id.in_(user_ids))).all()
+        return {
+            "groups": [
+                {"groupId": g.id, "name": g.name} for g in sorted(groups, key=lambda g: g.id)
+            ],
+            "usersAssignedDirectly": [
+                {
+                    "id": u.id,
+                    "username": u.username,
+                    "displayName": u.display_name or "",
+                    "admin": u.admin,
+                    "active": u.active,
+                    "modifiedAt": ts(u.modified_at),
+                }
+                for u in sorted(users, key=lambda u: u.id)
+            ],
+            "assignments": [
+                self._with_assignments(ROLES[r], [a for a in rows if a.role_id == r])
+                for r in sorted({a.role_id for a in rows})
+                if r in ROLES
+            ],
+        }
+
     def permissions_summary(self, principal: Any) -> dict[str, Any]:
         """What the caller holds: ``{"roles": [v1Role], "assignments": [RoleAssignmentSummary]}``,
         the implicit ones included (admin → ClusterAdmin; the default workspace's role)."""
