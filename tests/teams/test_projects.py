@@ -400,3 +400,95 @@ def test_sdk_project(module_master: Any, admin: Client, context: pathlib.Path) -
     project.unarchive()
     project.reload()
     assert project.archived is False and project.n_experiments == 0
+
+
+def test_move_project_between_workspaces(admin: Client, context: pathlib.Path) -> None:
+    """Upstream's MoveProject: the project and its experiments change workspace; a name taken
+    there, an archived project or workspace, and the default project are refused."""
+    target = admin.workspaces.create(_unique("ws"))["workspace"]
+    project = _project(admin)
+    exp = _experiment(admin, context, project_id=project["id"])
+    body = {"projectId": project["id"], "destinationWorkspaceId": target["id"]}
+    assert admin.session.request("POST", f"/api/v1/projects/{project['id']}/move", body=body) == {}
+    moved = admin.projects.get(project["id"])["project"]
+    assert (moved["workspaceId"], moved["workspaceName"]) == (target["id"], target["name"])
+    wire = admin.experiments.get(exp["id"])["experiment"]
+    assert (wire["workspaceId"], wire["workspaceName"]) == (target["id"], target["name"])
+    in_target = admin.workspaces.projects(target["id"])["projects"]
+    assert [p["name"] for p in in_target] == [project["name"]]
+
+    twin = admin.projects.create(1, project["name"])["project"]
+    _refused(409, lambda: admin.projects.move(twin["id"], target["id"]), "destinationWorkspaceId")
+    _refused(404, lambda: admin.projects.move(twin["id"], 9999), "workspace 9999")
+    _refused(400, lambda: admin.projects.move(1, target["id"]), "default project")
+    _refused(
+        400,
+        lambda: admin.session.request("POST", f"/api/v1/projects/{twin['id']}/move", body={}),
+        "destinationWorkspaceId: required",
+    )
+    admin.projects.archive(twin["id"])
+    _refused(400, lambda: admin.projects.move(twin["id"], target["id"]), "archived")
+    admin.projects.unarchive(twin["id"])
+
+    admin.workspaces.archive(target["id"])
+    _refused(400, lambda: admin.projects.create(target["id"], "late"), "workspaceId", "archived")
+    _refused(400, lambda: admin.projects.archive(project["id"]), "archived workspace")
+    _refused(400, lambda: admin.projects.move(project["id"], 1), "archived workspace")
+    _refused(400, lambda: _experiment(admin, context, project_id=project["id"]), "archived")
+    admin.workspaces.unarchive(target["id"])
+    _refused(409, lambda: admin.projects.move(project["id"], 1), "already exists")
+    admin.projects.delete(twin["id"])
+    admin.projects.move(project["id"], 1)
+    assert admin.projects.get(project["id"])["project"]["workspaceId"] == 1
+
+
+def test_project_permissions(module_master: Any, admin: Client, context: pathlib.Path) -> None:
+    """A user outside a workspace sees none of its projects (404); a Viewer sees them but is
+    refused every change (403 naming the permission, nothing changed); an Editor works in them."""
+    viewer_role, editor_role = 4, 5
+    ws = admin.workspaces.create(_unique("ws"))["workspace"]
+    project = admin.projects.create(ws["id"], _unique("proj"), description="as it was")["project"]
+    users = {}
+    for role in ("outsider", "viewer", "editor"):
+        name = _unique(role)
+        user = admin.users.create({"username": name, "active": True}, client.hash_password(""))
+        users[role] = (user["user"], Client(module_master.session(name)))
+    admin.rbac.assign(viewer_role, user_id=users["viewer"][0]["id"], workspace_id=ws["id"])
+    admin.rbac.assign(editor_role, user_id=users["editor"][0]["id"], workspace_id=ws["id"])
+    pid = project["id"]
+
+    outsider = users["outsider"][1]
+    _refused(404, lambda: outsider.projects.get(pid), f"project {pid} not found")
+    _refused(404, lambda: outsider.projects.patch(pid, name="x"), "not found")
+    _refused(404, lambda: outsider.projects.create(ws["id"], "mine"), "not found")
+    _refused(404, lambda: outsider.projects.columns(pid), "not found")
+    own = _experiment(outsider, context)  # the default workspace is everyone's
+    _refused(404, lambda: outsider.projects.move_experiment(own["id"], pid), "not found")
+
+    viewer = users["viewer"][1]
+    assert viewer.projects.get(pid)["project"]["name"] == project["name"]
+    for call in (
+        lambda: viewer.projects.patch(pid, description="changed"),
+        lambda: viewer.projects.add_note(pid, "n", "c"),
+        lambda: viewer.projects.archive(pid),
+        lambda: viewer.projects.delete(pid),
+        lambda: viewer.projects.create(ws["id"], "mine"),
+    ):
+        _refused(403, call, "PERMISSION_TYPE_")
+    mine = _experiment(viewer, context)
+    _refused(403, lambda: viewer.projects.move_experiment(mine["id"], pid), "CREATE_EXPERIMENT")
+    unchanged = admin.projects.get(pid)["project"]
+    assert (unchanged["description"], unchanged["notes"], unchanged["archived"]) == (
+        "as it was",
+        [],
+        False,
+    )
+    assert admin.experiments.get(mine["id"])["experiment"]["projectId"] == 1
+
+    editor = users["editor"][1]
+    editor.projects.patch(pid, description="edited")
+    made = editor.projects.create(ws["id"], _unique("proj"))["project"]
+    exp = _experiment(editor, context)
+    editor.projects.move_experiment(exp["id"], made["id"])
+    assert admin.experiments.get(exp["id"])["experiment"]["workspaceId"] == ws["id"]
+    _refused(404, lambda: outsider.experiments.get(exp["id"]), "not found")
