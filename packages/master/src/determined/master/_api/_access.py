@@ -328,14 +328,31 @@ def model_version_workspace(session: Session, version_id: int) -> int | None:
     )
 
 
-def acting_user(request: Request, p: Principal) -> Any:
-    """The requester to hand a service whose own rule is upstream's *basic* one (owner or admin).
-
-    With RBAC on, the route's guard has already decided by permission (an Editor may kill a
-    colleague's task in their workspace, as upstream); the service then sees an admin-equivalent
-    requester. With RBAC off the real user goes through and the owner rule holds.
-    """
-    if not authz_of(request).enabled:
+def acting_user(
+    request: Request,
+    p: Principal,
+    *,
+    experiment_id: int | None = None,
+    task_id: str | None = None,
+    model: str | None = None,
+) -> Any:
+    """The requester to hand a service whose own rule is "the owner or an admin" (deleting an
+    experiment or a model, killing a task): with RBAC on, a WorkspaceAdmin of the object's
+    workspace (UPDATE_WORKSPACE there) counts as an admin; an Editor still acts only on its own
+    (every user is an Editor of the default workspace, so "any Editor" would be everybody)."""
+    authz = authz_of(request)
+    if not authz.enabled or p.user.admin:
+        return p.user
+    ws: int | None = None
+    with master_of(request).db.read() as session:
+        if experiment_id is not None:
+            ws = experiment_workspace(request, session, experiment_id)
+        elif task_id is not None:
+            row = session.get(NtscTask, task_id)
+            ws = int(getattr(row, "workspace_id", None) or 1) if row is not None else None
+        elif model is not None:
+            ws = model_workspace(session, model)
+    if ws is None or not authz.can(p, P.UPDATE_WORKSPACE, ws):
         return p.user
     from types import SimpleNamespace
 

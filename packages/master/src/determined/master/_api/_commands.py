@@ -193,7 +193,9 @@ def kill_command(request: Request, command_id: str, p: Principal = Depends(authe
     """Stop a command (its owner or an admin)."""
     tasks = tasks_of(request)
     owned(tasks.get(command_id), command_id, "COMMAND")
-    return {"command": ntsc_json(tasks.kill(command_id, acting_user(request, p)))}
+    return {
+        "command": ntsc_json(tasks.kill(command_id, acting_user(request, p, task_id=command_id)))
+    }
 
 
 @router.post(
@@ -209,7 +211,9 @@ def set_command_priority(
     """Change a command's priority (``{"priority": 1..99}``; matters while it waits for slots)."""
     tasks = tasks_of(request)
     owned(tasks.get(command_id), command_id, "COMMAND")
-    view = tasks.set_priority(command_id, body.get("priority"), acting_user(request, p))
+    view = tasks.set_priority(
+        command_id, body.get("priority"), acting_user(request, p, task_id=command_id)
+    )
     return {"command": ntsc_json(view)}
 
 
@@ -243,7 +247,7 @@ def get_task(request: Request, task_id: str, p: Principal = Depends(authenticate
 @router.post("/api/v1/tasks/{task_id}/kill", dependencies=[on_task(P.UPDATE_NSC)])
 def kill_task(request: Request, task_id: str, p: Principal = Depends(authenticate)) -> Any:
     """Stop a command, TensorBoard, notebook or shell (its owner or an admin)."""
-    tasks_of(request).kill(task_id, acting_user(request, p))
+    tasks_of(request).kill(task_id, acting_user(request, p, task_id=task_id))
     return {}
 
 

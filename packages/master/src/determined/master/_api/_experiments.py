@@ -48,8 +48,12 @@ SORT_COLUMNS = {
 }
 
 
-def validate_config(master: Any, raw: Any) -> Any:
-    """Validate an experiment config (YAML text or a mapping); APIError 400 with every problem."""
+def validate_config(master: Any, raw: Any, storage: dict[str, Any] | None = None) -> Any:
+    """Validate an experiment config (YAML text or a mapping); APIError 400 with every problem.
+
+    ``storage`` (a workspace's ``checkpoint_storage_config``) is merged under the config's own
+    ``checkpoint_storage`` instead of the master's default, as upstream.
+    """
     import determined.config as expconf
 
     if raw is None or raw == "":
@@ -66,7 +70,7 @@ def validate_config(master: Any, raw: Any) -> Any:
     try:
         return expconf.validate_experiment_config(
             raw,
-            defaults={"checkpoint_storage": master.config.checkpoint_storage_config()},
+            defaults={"checkpoint_storage": storage or master.config.checkpoint_storage_config()},
             require_entrypoint=True,
         )
     except expconf.InvalidConfigError as e:
@@ -123,6 +127,10 @@ def create_experiment(
     project_id = projects.experiment_target(int_param(get(body, "project_id"), "projectId"), config)
     require_project(request, principal, project_id, P.CREATE_EXPERIMENT)
     projects.check_can_add(project_id)
+    workspace_storage = master.manager.workspaces.checkpoint_storage_of_project(project_id)
+    if workspace_storage is not None:
+        validated = validate_config(master, merged, workspace_storage)
+        config = validated.config
     if parent_id is not None:
         require_experiment(request, principal, parent_id, P.VIEW_EXPERIMENT_METADATA)
     # Upstream's `warnings` holds only LaunchWarning enum values (its client rejects anything else);
@@ -391,7 +399,9 @@ def delete_experiment(
     request: Request, experiment_id: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Delete a terminal experiment, its checkpoints (from storage too) and its rows."""
-    experiments_of(request).delete(experiment_id, acting_user(request, principal))
+    experiments_of(request).delete(
+        experiment_id, acting_user(request, principal, experiment_id=experiment_id)
+    )
     return {}
 
 

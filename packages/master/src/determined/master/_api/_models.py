@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from determined.master._api import _serialize
 from determined.master._api._access import (
     P,
+    acting_user,
     on_model,
     require_checkpoint,
     require_workspace,
@@ -376,7 +377,7 @@ def delete_model(
     request: Request, model_name: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Delete a model and its versions (the owner or an admin); the checkpoints stay."""
-    registry_of(request).delete(model_name, principal.user)
+    registry_of(request).delete(model_name, acting_user(request, principal, model=model_name))
     return {}
 
 
@@ -490,5 +491,7 @@ def delete_model_version(
     request: Request, model_name: str, version: int, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Delete a version (its registrant or an admin); the checkpoint stays."""
-    registry_of(request).delete_version(model_name, version, principal.user)
+    registry_of(request).delete_version(
+        model_name, version, acting_user(request, principal, model=model_name)
+    )
     return {}

@@ -141,7 +141,9 @@ def kill_notebook(
     request: Request, notebook_id: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Stop a notebook (its owner or an admin)."""
-    view = notebooks_of(request).kill(notebook_id, acting_user(request, principal))
+    view = notebooks_of(request).kill(
+        notebook_id, acting_user(request, principal, task_id=notebook_id)
+    )
     return {"notebook": notebook_json(view)}
 
 
@@ -159,5 +161,7 @@ def report_notebook_idle(
     idle = get(body, "idle")
     if not isinstance(idle, bool):
         raise APIError(400, "idle: must be a boolean")
-    notebooks_of(request).report_idle(notebook_id, idle, acting_user(request, principal))
+    notebooks_of(request).report_idle(
+        notebook_id, idle, acting_user(request, principal, task_id=notebook_id)
+    )
     return {}

@@ -87,10 +87,16 @@ def launch_tensorboard(
     workspace_id = task_workspace(request, principal, body)
     experiment_ids = _ids(body, "experiment_ids", "experimentIds")
     trial_ids = _ids(body, "trial_ids", "trialIds")
-    for exp_id in experiment_ids:
-        require_experiment(request, principal, exp_id, P.VIEW_EXPERIMENT_ARTIFACTS)
-    for trial_id in trial_ids:
-        require_trial(request, principal, trial_id, P.VIEW_EXPERIMENT_ARTIFACTS)
+    try:
+        for exp_id in experiment_ids:
+            require_experiment(request, principal, exp_id, P.VIEW_EXPERIMENT_ARTIFACTS)
+    except APIError as e:
+        raise APIError(e.status, f"experimentIds: {e.message}") from None
+    try:
+        for trial_id in trial_ids:
+            require_trial(request, principal, trial_id, P.VIEW_EXPERIMENT_ARTIFACTS)
+    except APIError as e:
+        raise APIError(e.status, f"trialIds: {e.message}") from None
     shown = visible(request, principal, P.VIEW_EXPERIMENT_ARTIFACTS)
     launch = TensorboardLaunch(
         experiment_ids=experiment_ids,
@@ -159,7 +165,9 @@ def kill_tensorboard(
     request: Request, tensorboard_id: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """Stop a TensorBoard (its owner or an admin)."""
-    view = tensorboards_of(request).kill(tensorboard_id, acting_user(request, principal))
+    view = tensorboards_of(request).kill(
+        tensorboard_id, acting_user(request, principal, task_id=tensorboard_id)
+    )
     return {"tensorboard": tensorboard_json(view)}
 
 
@@ -175,7 +183,9 @@ def set_tensorboard_priority(
 ) -> dict[str, Any]:
     """Change a TensorBoard's priority (``{"priority": 1..99}``; matters while it waits)."""
     view = tensorboards_of(request).set_priority(
-        tensorboard_id, body.get("priority"), acting_user(request, principal)
+        tensorboard_id,
+        body.get("priority"),
+        acting_user(request, principal, task_id=tensorboard_id),
     )
     return {"tensorboard": tensorboard_json(view)}
 
@@ -195,7 +205,10 @@ def delete_tensorboard_files(
         if exp is None:
             raise APIError(404, f"experiment {experiment_id} not found")
         owner_id = exp.owner_id
-    if not acting_user(request, principal).admin and principal.user.id != owner_id:
+    if (
+        not acting_user(request, principal, experiment_id=experiment_id).admin
+        and principal.user.id != owner_id
+    ):
         raise APIError(403, f"only the owner of experiment {experiment_id} or an admin may do this")
     tensorboards_of(request).delete_files(experiment_id)
     return {}
