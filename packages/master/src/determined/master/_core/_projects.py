@@ -156,7 +156,13 @@ def project_names(session: Session, project_id: int) -> dict[str, Any]:
     (for experiments' wire shape)."""
     project = session.get(Project, project_id)
     if project is None:
-        return {"projectName": "", "workspaceId": 0, "workspaceName": "", "parentArchived": False}
+        return {
+            "projectName": "",
+            "workspaceId": 0,
+            "workspaceName": "",
+            "parentArchived": False,
+            "projectOwnerId": 0,
+        }
     workspace = session.get(Workspace, project.workspace_id)
     return {
         "projectName": project.name,
