@@ -139,7 +139,14 @@ class SlurmCluster:
     slurmd_port: int
     env: dict[str, str]
     shared_dir: Path
+    extra_nodes: tuple[tuple[str, int], ...] = ()
+    """More slurmd daemons on this host (``start_cluster(nodes=N)``): (node name, slurmd port)."""
     _processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict, repr=False)
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """Every node's name, ``node`` first."""
+        return (self.node, *(name for name, _ in self.extra_nodes))
 
     @property
     def conf(self) -> Path:
@@ -284,7 +291,8 @@ class SlurmCluster:
                 self.cancel_all(timeout=30)
         except (SlurmClusterError, subprocess.SubprocessError):
             pass  # stopping anyway: the daemons go below, and with them their jobs
-        for name in ("slurmd", "slurmctld", "munged"):
+        slurmds = [name for name in self._processes if name.startswith("slurmd")]
+        for name in (*slurmds, "slurmctld", "munged"):
             process = self._processes.pop(name, None)
             if process is not None:
                 _terminate(process)
@@ -315,10 +323,17 @@ def _slurm_conf(cluster: SlurmCluster, user: str, munge_socket: Path) -> str:
     # slurmctld compares the short host name with SlurmctldHost; it is reached on 127.0.0.1
     host = socket.gethostname().split(".")[0]
     partitions = "\n".join(
-        f"PartitionName={p} Nodes={cluster.node} Default={'YES' if p == cluster.default_partition else 'NO'}"
+        f"PartitionName={p} Nodes={','.join(cluster.nodes)} Default={'YES' if p == cluster.default_partition else 'NO'}"
         " MaxTime=INFINITE State=UP OverSubscribe=NO"
         for p in cluster.partitions
     )
+    # Several slurmd on one host: each node its own port (and %n-named spool, pid and log files).
+    extra = f" Port={cluster.slurmd_port}" if cluster.extra_nodes else ""
+    for name, port in cluster.extra_nodes:
+        extra += (
+            f"\nNodeName={name} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={cluster.cpus}"
+            f" State=UNKNOWN Port={port}"
+        )
     return f"""\
 # Written by tests/slurm_cluster.py for one test session; removed when the cluster stops.
 ClusterName={cluster.name}
@@ -331,11 +346,11 @@ AuthType=auth/munge
 CredType=cred/munge
 AuthInfo=socket={munge_socket}
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
+SlurmdSpoolDir={root}/spool{"/%n" if cluster.extra_nodes else ""}
 SlurmctldPidFile={root}/run/slurmctld.pid
-SlurmdPidFile={root}/run/slurmd.pid
+SlurmdPidFile={root}/run/slurmd{"-%n" if cluster.extra_nodes else ""}.pid
 SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
+SlurmdLogFile={root}/log/slurmd{"-%n" if cluster.extra_nodes else ""}.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
@@ -357,7 +372,7 @@ MinJobAge=300
 InactiveLimit=0
 MessageTimeout=30
 MailProg=/bin/true
-NodeName={cluster.node} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={cluster.cpus} State=UNKNOWN
+NodeName={cluster.node} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={cluster.cpus} State=UNKNOWN{extra}
 {partitions}
 """
 
@@ -365,29 +380,34 @@ NodeName={cluster.node} NodeHostname={host} NodeAddr=127.0.0.1 CPUs={cluster.cpu
 def start_cluster(
     *,
     cpus: int = 4,
+    nodes: int = 1,
     partitions: Sequence[str] = PARTITIONS,
     timeout: float = 90,
     attempts: int = 3,
 ) -> SlurmCluster:
     """Configure and start a fresh cluster; returns once its node is idle.
 
-    ``partitions[0]`` is the default partition. A start that fails (a daemon exits: say another
-    process took one of the free ports in between) is retried on new ports and names, up to
-    ``attempts`` times; then ``SlurmClusterError`` with the daemons' logs.
+    ``nodes`` > 1 starts that many slurmd daemons on this host, each a node of ``cpus`` CPUs
+    (``cluster.nodes``), so jobs can span nodes. ``partitions[0]`` is the default partition. A
+    start that fails (a daemon exits: say another process took one of the free ports in between)
+    is retried on new ports and names, up to ``attempts`` times; then ``SlurmClusterError`` with
+    the daemons' logs.
     """
     reason = missing_reason()
     if reason:
         raise SlurmClusterError(reason)
     for attempt in range(1, attempts + 1):
         try:
-            return _start_once(cpus, partitions, timeout)
+            return _start_once(cpus, partitions, timeout, nodes)
         except SlurmClusterError:
             if attempt == attempts:
                 raise
     raise AssertionError("unreachable")
 
 
-def _start_once(cpus: int, partitions: Sequence[str], timeout: float) -> SlurmCluster:
+def _start_once(
+    cpus: int, partitions: Sequence[str], timeout: float, nodes: int = 1
+) -> SlurmCluster:
     suffix = uuid.uuid4().hex[:8]
     # Not pytest's tmp_path: munged wants every directory above its socket world-executable.
     root = Path(tempfile.mkdtemp(prefix="detslurm-", dir="/tmp"))
@@ -406,11 +426,24 @@ def _start_once(cpus: int, partitions: Sequence[str], timeout: float) -> SlurmCl
         slurmd_port=free_port(),
         env={"SLURM_CONF": str(root / "slurm.conf")},
         shared_dir=root / "shared",
+        extra_nodes=tuple((f"det{suffix}n{i}", free_port()) for i in range(1, nodes)),
     )
     try:
         _start_daemons(cluster)
         _start_watchdog(cluster)
         cluster.wait_idle(timeout)
+        for name, _ in cluster.extra_nodes:
+            _wait_for(
+                lambda name=name: (
+                    "State=IDLE"
+                    in cluster.run(  # type: ignore[misc]
+                        "scontrol", "show", "node", "-o", name, check=False
+                    ).stdout
+                ),
+                cluster,
+                f"node {name} to be idle",
+                timeout,
+            )
     except BaseException:
         cluster.stop()  # the error carries the daemons' logs; nothing is left running
         raise
@@ -445,10 +478,11 @@ def _start_daemons(cluster: SlurmCluster) -> None:
     key.chmod(0o400)
     cluster.conf.write_text(_slurm_conf(cluster, user, socket_path))
 
-    def spawn(name: str, *args: str) -> None:
-        log = open(root / "log" / f"{name}.stdout.log", "wb")  # noqa: SIM115 (the child owns it)
+    def spawn(name: str, *args: str, key: str | None = None) -> None:
+        key = key or name
+        log = open(root / "log" / f"{key}.stdout.log", "wb")  # noqa: SIM115 (the child owns it)
         with log:
-            cluster._processes[name] = subprocess.Popen(
+            cluster._processes[key] = subprocess.Popen(
                 [_which(name), *args],  # type: ignore[list-item]
                 stdin=subprocess.DEVNULL,
                 stdout=log,
@@ -474,7 +508,12 @@ def _start_daemons(cluster: SlurmCluster) -> None:
         "slurmctld to answer",
         60,
     )
+    if cluster.extra_nodes:
+        for name in cluster.nodes:
+            (root / "spool" / name).mkdir(mode=0o755, exist_ok=True)
     spawn("slurmd", "-D", "-N", cluster.node, "-f", str(cluster.conf))
+    for name, _ in cluster.extra_nodes:
+        spawn("slurmd", "-D", "-N", name, "-f", str(cluster.conf), key=f"slurmd-{name}")
 
 
 def _wait_for(ready: Callable[[], bool], cluster: SlurmCluster, what: str, timeout: float) -> None:
