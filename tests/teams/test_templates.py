@@ -160,3 +160,37 @@ def test_experiment_create_with_a_template_merges_it_under_the_config(
     assert code != 0 and "template 'nope' not found" in err
     for experiment_id in (exp_id, exp.id):
         sdk.get_experiment(experiment_id).kill()
+
+
+def test_templates_follow_rbac_on_their_workspace(
+    det: Det, module_master: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A template lives in a workspace: outsiders do not see it (404, absent from the list, not
+    usable by ``--template``), a Viewer sees it but cannot change it (403 naming the permission)."""
+    admin = client.Client(module_master.session("admin"))
+    workspace = admin.workspaces.create("tpl-ws")["workspace"]
+    path = tmp_path / "tpl.yaml"
+    path.write_text(yaml.safe_dump({"max_restarts": 5}))
+    monkeypatch.setenv("DET_USER", "admin")
+    det.ok("tpl", "create", "ws-tpl", str(path), "-w", "tpl-ws")
+    assert admin.templates.get("ws-tpl")["template"]["workspaceId"] == workspace["id"]
+    code, _, err = det.run("tpl", "create", "ws-none", str(path), "-w", "no-such-ws")
+    assert code != 0 and "workspace 'no-such-ws' not found" in err
+
+    user = client.Client(module_master.session("determined"))
+    with pytest.raises(client.NotFoundError, match="template 'ws-tpl' not found"):
+        user.templates.get("ws-tpl")
+    assert "ws-tpl" not in [t["name"] for t in user.templates.list()["templates"]]
+    with pytest.raises(client.NotFoundError, match="template: template 'ws-tpl' not found"):
+        client.create_experiment(
+            user.session, "entrypoint: python3 train.py\n", [], template="ws-tpl", activate=False
+        )
+
+    user_id = user.users.me()["user"]["id"]
+    admin.rbac.assign(4, user_id=user_id, workspace_id=workspace["id"])  # Viewer
+    assert user.templates.get("ws-tpl")["template"]["config"] == {"max_restarts": 5}
+    with pytest.raises(client.ForbiddenError, match="PERMISSION_TYPE_UPDATE_TEMPLATES"):
+        user.templates.set_config("ws-tpl", {})
+    with pytest.raises(client.ForbiddenError, match="PERMISSION_TYPE_DELETE_TEMPLATES"):
+        user.templates.delete("ws-tpl")
+    assert admin.templates.get("ws-tpl")["template"]["config"] == {"max_restarts": 5}

@@ -15,14 +15,8 @@ from determined.cli._errors import CliError
 
 
 def _workspace_names(args: argparse.Namespace) -> dict[int, str]:
-    """Workspace id -> name, for the template listing (empty when the master has no workspaces)."""
-    workspaces = getattr(_session.api(args), "workspaces", None)
-    if workspaces is None:
-        return {}
-    try:
-        answer = workspaces.list()
-    except client.NotFoundError:
-        return {}
+    """Workspace id -> name, for the template listing."""
+    answer = _session.api(args).workspaces.list()
     return {int(w["id"]): str(w["name"]) for w in answer.get("workspaces") or []}
 
 
@@ -31,10 +25,12 @@ def _workspace_id(args: argparse.Namespace) -> int | None:
     name = getattr(args, "workspace_name", None)
     if not name:
         return None
-    for workspace_id, workspace_name in _workspace_names(args).items():
-        if workspace_name == name:
-            return workspace_id
-    raise CliError(f'workspace "{name}" not found')
+    workspace = _session.api(args).workspaces.by_name(name)
+    if workspace is None:
+        raise CliError(f"workspace '{name}' not found")
+    if workspace.get("archived"):
+        raise CliError(f'Workspace "{name}" is archived.')
+    return int(workspace["id"])
 
 
 def _read_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -52,7 +48,7 @@ def _read_config(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _dump(config: Any) -> str:
-    return yaml.safe_dump(config, default_flow_style=False)
+    return str(yaml.safe_dump(config, default_flow_style=False))
 
 
 def list_templates(args: argparse.Namespace) -> None:

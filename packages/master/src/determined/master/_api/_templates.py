@@ -8,10 +8,11 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from fastapi import APIRouter, Depends, Request
 
-from determined.master._api._access import guard, require_workspace, visible
+from determined.master._api._access import require_workspace, visible
 from determined.master._api._deps import (
     Principal,
     authenticate,
+    authz_of,
     int_param,
     json_body,
     master_of,
@@ -28,13 +29,20 @@ router = APIRouter(tags=["Templates"])
 
 def templates_of(request: Request) -> Templates:
     """The config-templates service."""
-    return master_of(request).manager.templates  # type: ignore[no-any-return]
+    return master_of(request).manager.templates
 
 
 def _guard(request: Request, principal: Principal, name: str, permission: Permission) -> None:
     """404 for a template the caller cannot see, 403 naming ``permission`` when it may only look."""
     workspace_id = templates_of(request).workspace_of(name)
-    guard(request, principal, permission, workspace_id, f"template {name!r}")
+    authz = authz_of(request)
+    if authz.can(principal, permission, workspace_id):
+        return
+    if permission is not Permission.VIEW_TEMPLATES and authz.can(
+        principal, Permission.VIEW_TEMPLATES, workspace_id
+    ):
+        authz.check(principal, permission, workspace_id)
+    raise APIError(404, f"template {name!r} not found")
 
 
 def _workspace_guard(
@@ -132,9 +140,7 @@ def put_template(
     except APIError:
         current = None
     if current is not None:
-        guard(
-            request, principal, Permission.UPDATE_TEMPLATES, current, f"template {template_name!r}"
-        )
+        _guard(request, principal, template_name, Permission.UPDATE_TEMPLATES)
     if current is None or workspace_id:
         _workspace_guard(request, principal, workspace_id, Permission.CREATE_TEMPLATES)
     return {"template": templates_of(request).put(template_name, config, workspace_id)}
