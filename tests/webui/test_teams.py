@@ -11,6 +11,7 @@ default membership (the ``Uncategorized`` workspace).
 from __future__ import annotations
 
 import dataclasses
+import pathlib
 import re
 from typing import Any
 
@@ -116,7 +117,9 @@ def _as(page: Page, teams: Teams, username: str) -> Page:
     return page
 
 
-def test_admin_navigates_workspace_project_experiment(page: Page, teams: Teams) -> None:
+def test_admin_navigates_workspace_project_experiment(
+    page: Page, teams: Teams, screenshots: pathlib.Path
+) -> None:
     page = _as(page, teams, "admin")
     ids = teams.ids
     page.goto(teams.url + "/workspaces")
@@ -124,6 +127,7 @@ def test_admin_navigates_workspace_project_experiment(page: Page, teams: Teams) 
     expect(rows.locator(".ws-name")).to_have_text(["Uncategorized", "vision", "secret"])
     expect(page.locator(f"#workspaces tr[data-id='{ids['vision']}'] .projects")).to_have_text("1")
     # Archived workspaces only when asked.
+    page.screenshot(path=screenshots / "workspaces.png")
     page.check("#filter-archived")
     expect(page).to_have_url(re.compile(r"/workspaces\?archived=1$"))
     expect(rows.locator(".ws-name")).to_have_text(["Uncategorized", "vision", "secret", "old-team"])
@@ -141,6 +145,7 @@ def test_admin_navigates_workspace_project_experiment(page: Page, teams: Teams) 
     )
     listed = page.locator("#experiments tbody tr")
     expect(listed).to_have_count(2)
+    page.screenshot(path=screenshots / "project.png")
     expect(listed.locator(".exp-name")).to_have_text(["det-paused", "det-run"])
     # The list's own links (sorting) stay on the project's page.
     page.click("#experiments thead a:text('Name')")
@@ -178,6 +183,15 @@ def test_admin_navigates_workspace_project_experiment(page: Page, teams: Teams) 
     expect(page).to_have_url(re.compile(r"/projects/\d+$"))
     expect(page.locator("h1")).to_contain_text("from-the-ui")
     expect(page.locator("#experiment-count")).to_have_text("0 experiments")
+    # So does a workspace created from the workspaces page; a taken name shows the API's error.
+    page.goto(teams.url + "/workspaces")
+    page.fill("#new-workspace-name", "vision")
+    page.click("#new-workspace-submit")
+    expect(page.locator("#new-workspace-error")).to_contain_text("vision")
+    page.fill("#new-workspace-name", "made-in-the-ui")
+    page.click("#new-workspace-submit")
+    expect(page).to_have_url(re.compile(r"/workspaces/\d+$"))
+    expect(page.locator("h1")).to_contain_text("made-in-the-ui")
 
 
 def test_viewer_sees_but_cannot_act(page: Page, teams: Teams) -> None:
