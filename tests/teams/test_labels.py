@@ -101,3 +101,31 @@ def test_det_experiment_label_add_remove(
     exp.reload()
     assert exp.labels == {"other"}
     exp.kill()
+
+
+def test_labels_follow_rbac(module_master: Any, context: pathlib.Path) -> None:
+    """An outsider cannot label another workspace's experiment (404) nor see its labels in
+    ``GET /experiment/labels``; a Viewer there gets 403 naming the permission, nothing changes."""
+    admin = client.Client(module_master.session("admin"))
+    workspace = admin.workspaces.create("labels-ws")["workspace"]
+    project = admin.projects.create(workspace["id"], "labels-proj")["project"]
+    admin_sdk = Determined._from_session(admin.session)
+    exp = admin_sdk.create_experiment(
+        experiment_config(labels=["secret-label"]),
+        context,
+        project_id=project["id"],
+        activate=False,
+    )
+    user = client.Client(module_master.session("determined"))
+    with pytest.raises(client.NotFoundError, match=f"experiment {exp.id} not found"):
+        user.experiments.add_label(exp.id, "mine")
+    assert "secret-label" not in user.experiments.labels()["labels"]
+    assert "secret-label" in admin.experiments.labels()["labels"]
+
+    admin.rbac.assign(4, user_id=user.users.me()["user"]["id"], workspace_id=workspace["id"])
+    assert "secret-label" in user.experiments.labels()["labels"]
+    with pytest.raises(client.ForbiddenError, match="PERMISSION_TYPE_UPDATE_EXPERIMENT_METADATA"):
+        user.experiments.remove_label(exp.id, "secret-label")
+    exp.reload()
+    assert exp.labels == {"secret-label"}
+    exp.kill()
