@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
 
-from determined.client import Session
+from determined.client import Client, Session
 from determined.master.db import Database
 from determined.master.db._engine import MIGRATIONS_DIR
 
@@ -190,4 +190,15 @@ def test_a_0005_database_upgrades_in_place(db_url: str, make_master: Any) -> Non
     assert {e["projectId"] for e in listed} == {1}
     trials = session.request("GET", "/api/v1/experiments/3/trials")["trials"]
     assert [t["id"] for t in trials] == [3]
+    api = Client(session)
+    workspace = api.workspaces.get(1)["workspace"]
+    assert (workspace["name"], workspace["numProjects"], workspace["numExperiments"]) == (
+        "Uncategorized",
+        1,
+        3,
+    )
+    (project,) = api.workspaces.projects(1)["projects"]
+    assert (project["id"], project["name"], project["numExperiments"]) == (1, "Uncategorized", 3)
+    made = api.workspaces.create("after-upgrade")["workspace"]
+    assert made["id"] == 2
     master.stop()

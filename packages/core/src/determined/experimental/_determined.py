@@ -17,10 +17,10 @@ from determined.experimental._model import Model, ModelSortBy
 from determined.experimental._trial import Trial
 from determined.experimental._user import User, new_user_fields
 from determined.experimental._util import OrderBy, deprecated, enum_value, read_paginated
-from determined.experimental._workspace import Workspace
+from determined.experimental._workspace import WorkspaceMethods
 
 
-class Determined:
+class Determined(WorkspaceMethods):
     """A session to a det (or Determined) master.
 
     Logging in follows upstream's order: the given ``user`` (with ``password``, or the token
@@ -238,42 +238,6 @@ class Determined:
         return _metrics.iter_trials_metrics(  # type: ignore[return-value]
             self._session, trial_ids, _metrics.VALIDATION, _metrics.ValidationMetrics
         )
-
-    # ---------------------------------------------------------------------------- workspaces
-
-    def create_workspace(self, name: str) -> Workspace:
-        """Create a workspace called ``name``.
-
-        Raises:
-            APIError: a workspace with this name (in any case) already exists (409).
-        """
-        answer = self._api.workspaces.create(name)
-        return Workspace._from_json(self._session, answer["workspace"])
-
-    def get_workspace(self, name: str) -> Workspace:
-        """The workspace called ``name``.
-
-        Raises:
-            NotFoundError: there is none.
-        """
-        return Workspace(self._session, workspace_name=name)
-
-    def list_workspaces(self) -> list[Workspace]:
-        """Every workspace this user may see."""
-
-        def page(offset: int) -> dict[str, Any]:
-            return self._api.workspaces.list({"offset": offset})
-
-        return [Workspace._from_json(self._session, w) for w in read_paginated(page, "workspaces")]
-
-    def delete_workspace(self, name: str) -> None:
-        """Delete the workspace called ``name`` with its projects and their (finished)
-        experiments.
-
-        Raises:
-            NotFoundError: there is none.
-        """
-        self._api.workspaces.delete(self.get_workspace(name).id)
 
     # -------------------------------------------------------------------------------- models
 

@@ -189,3 +189,44 @@ class Workspace:
         """Unpin the workspace for the logged-in user."""
         self._api.workspaces.unpin(self.id)
         self.pinned = False
+
+
+class WorkspaceMethods:
+    """``Determined``'s workspace methods (upstream's names), on its session and client."""
+
+    _session: Session
+    _api: Client
+
+    def create_workspace(self, name: str) -> Workspace:
+        """Create a workspace called ``name``.
+
+        Raises:
+            APIError: a workspace with this name (in any case) already exists (409).
+        """
+        answer = self._api.workspaces.create(name)
+        return Workspace._from_json(self._session, answer["workspace"])
+
+    def get_workspace(self, name: str) -> Workspace:
+        """The workspace called ``name``.
+
+        Raises:
+            NotFoundError: there is none.
+        """
+        return Workspace(self._session, workspace_name=name)
+
+    def list_workspaces(self) -> list[Workspace]:
+        """Every workspace this user may see."""
+
+        def page(offset: int) -> dict[str, Any]:
+            return self._api.workspaces.list({"offset": offset})
+
+        return [Workspace._from_json(self._session, w) for w in read_paginated(page, "workspaces")]
+
+    def delete_workspace(self, name: str) -> None:
+        """Delete the workspace called ``name`` with its projects and their (finished)
+        experiments.
+
+        Raises:
+            NotFoundError: there is none.
+        """
+        self._api.workspaces.delete(self.get_workspace(name).id)
