@@ -36,9 +36,11 @@ DEFAULT_WORKSPACE_ID = 1
 
 
 class Permission(enum.IntEnum):
-    """Upstream's ``determined.rbac.v1.PermissionType`` (same ids; 9xxxx/8xxx/1xxxx are cluster-only)."""
+    """Upstream 0.38.1's ``determined.rbac.v1.PermissionType``: the names are the wire's
+    (``PERMISSION_TYPE_<NAME>``); the numbers follow upstream's scheme (9xxxx: cluster-only)."""
 
     ADMINISTRATE_USER = 91001
+    ADMINISTRATE_OAUTH = 91002
     CREATE_EXPERIMENT = 2001
     VIEW_EXPERIMENT_ARTIFACTS = 2002
     VIEW_EXPERIMENT_METADATA = 2003
@@ -65,6 +67,9 @@ class Permission(enum.IntEnum):
     EDIT_MODEL_REGISTRY = 7002
     CREATE_MODEL_REGISTRY = 7003
     DELETE_MODEL_REGISTRY = 7004
+    DELETE_MODEL_VERSION = 7005
+    DELETE_OTHER_USER_MODEL_REGISTRY = 7006
+    DELETE_OTHER_USER_MODEL_VERSION = 7007
     VIEW_MASTER_LOGS = 8001
     VIEW_CLUSTER_USAGE = 8002
     UPDATE_AGENTS = 8003
@@ -72,19 +77,28 @@ class Permission(enum.IntEnum):
     VIEW_MASTER_CONFIG = 8005
     UPDATE_MASTER_CONFIG = 8006
     VIEW_EXTERNAL_JOBS = 8007
+    CONTROL_STRICT_JOB_QUEUE = 8008
     VIEW_TEMPLATES = 9001
     UPDATE_TEMPLATES = 9002
     CREATE_TEMPLATES = 9003
     DELETE_TEMPLATES = 9004
     MODIFY_RP_WORKSPACE_BINDINGS = 10001
-    ADMINISTRATE_ACCESS_TOKEN = 12001
-    UPDATE_OWN_ACCESS_TOKEN = 12002
-    CREATE_LONG_LIVED_TOKEN = 12003
-    CREATE_OTHER_LONG_LIVED_TOKEN = 12004
-    VIEW_OTHER_ACCESS_TOKEN = 12005
-    VIEW_OWN_ACCESS_TOKEN = 12006
+    SET_WORKSPACE_NAMESPACE_BINDINGS = 11001
+    SET_RESOURCE_QUOTAS = 11002
+    VIEW_RESOURCE_QUOTAS = 11003
+    ADMINISTRATE_TOKEN = 12001
+    UPDATE_TOKEN = 12002
+    CREATE_TOKEN = 12003
+    CREATE_OTHER_TOKEN = 12004
+    VIEW_OTHER_TOKEN = 12005
+    VIEW_TOKEN = 12006
     UPDATE_ROLES = 96001
     EDIT_WEBHOOKS = 97001
+    VIEW_WEBHOOKS = 97002
+    MODIFY_GLOBAL_CONFIG_POLICIES = 98001
+    MODIFY_WORKSPACE_CONFIG_POLICIES = 13001
+    VIEW_GLOBAL_CONFIG_POLICIES = 98002
+    VIEW_WORKSPACE_CONFIG_POLICIES = 13002
 
     @property
     def wire_name(self) -> str:
@@ -99,7 +113,17 @@ class Permission(enum.IntEnum):
     @property
     def cluster_only(self) -> bool:
         """Whether it can only be granted cluster-wide (upstream's ``global_only``)."""
-        return self.value >= 8000 and not 9000 <= self.value < 10000
+        return self.value >= 8000 and not 9000 <= self.value < 10000 and self not in _WORKSPACE_WIDE
+
+
+_WORKSPACE_WIDE = frozenset(
+    {
+        Permission.VIEW_RESOURCE_QUOTAS,
+        Permission.MODIFY_WORKSPACE_CONFIG_POLICIES,
+        Permission.VIEW_WORKSPACE_CONFIG_POLICIES,
+    }
+)
+"""The permissions numbered like cluster-level ones that can still be held on one workspace."""
 
 
 def parse_permission(value: Any) -> Permission:
@@ -123,12 +147,12 @@ _VIEW = frozenset(
         P.VIEW_PROJECT,
         P.VIEW_MODEL_REGISTRY,
         P.VIEW_TEMPLATES,
-        P.VIEW_OWN_ACCESS_TOKEN,
+        P.VIEW_TOKEN,
+        P.VIEW_RESOURCE_QUOTAS,
+        P.VIEW_WORKSPACE_CONFIG_POLICIES,
     }
 )
-_OWN_TOKENS = frozenset(
-    {P.UPDATE_OWN_ACCESS_TOKEN, P.CREATE_LONG_LIVED_TOKEN, P.VIEW_OWN_ACCESS_TOKEN}
-)
+_OWN_TOKENS = frozenset({P.UPDATE_TOKEN, P.CREATE_TOKEN, P.VIEW_TOKEN})
 _EXPERIMENTS = frozenset(
     {
         P.CREATE_EXPERIMENT,
@@ -138,6 +162,7 @@ _EXPERIMENTS = frozenset(
         P.EDIT_MODEL_REGISTRY,
         P.CREATE_MODEL_REGISTRY,
         P.DELETE_MODEL_REGISTRY,
+        P.DELETE_MODEL_VERSION,
         P.CREATE_TEMPLATES,
         P.UPDATE_TEMPLATES,
         P.DELETE_TEMPLATES,
@@ -153,6 +178,9 @@ _WORKSPACE_ADMIN = frozenset(
         P.SET_WORKSPACE_CHECKPOINT_STORAGE_CONFIG,
         P.SET_WORKSPACE_DEFAULT_RESOURCE_POOL,
         P.ASSIGN_ROLES,
+        P.DELETE_OTHER_USER_MODEL_REGISTRY,
+        P.DELETE_OTHER_USER_MODEL_VERSION,
+        P.MODIFY_WORKSPACE_CONFIG_POLICIES,
     }
 )
 _EDITOR = _VIEW | _OWN_TOKENS | _EXPERIMENTS | _NSC | _PROJECTS
@@ -195,12 +223,12 @@ ROLES: dict[int, Role] = {
         Role(
             3,
             "WorkspaceCreator",
-            frozenset({P.CREATE_WORKSPACE, P.VIEW_OWN_ACCESS_TOKEN}),
+            frozenset({P.CREATE_WORKSPACE, P.VIEW_TOKEN}),
             workspace_assignable=False,
         ),
         Role(4, "Viewer", _VIEW),
         Role(5, "Editor", _EDITOR),
-        Role(6, "ModelRegistryViewer", frozenset({P.VIEW_MODEL_REGISTRY, P.VIEW_OWN_ACCESS_TOKEN})),
+        Role(6, "ModelRegistryViewer", frozenset({P.VIEW_MODEL_REGISTRY, P.VIEW_TOKEN})),
         Role(7, "EditorRestricted", _EDITOR - _NSC),
         Role(9, "EditorProjectRestricted", _EDITOR - _PROJECTS),
         Role(10, "TokenCreator", _OWN_TOKENS, workspace_assignable=False),
