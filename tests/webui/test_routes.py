@@ -629,7 +629,8 @@ def test_workspace_and_project_pages_count_filter_and_hide(
     master: Master, web: requests.Session, token: str
 ) -> None:
     """Workspaces → projects → experiments with their counts (SQLite and PostgreSQL), archived
-    workspaces only when asked, and a user outside the workspace gets 404s and empty lists."""
+    workspaces only when asked, and a user outside the workspace gets 404s and empty lists (its
+    experiments and models too)."""
     api = requests.Session()
     api.headers["Authorization"] = f"Bearer {token}"
 
@@ -645,6 +646,8 @@ def test_workspace_and_project_pages_count_filter_and_hide(
     project = post(f"/api/v1/workspaces/{ws}/projects", {"name": "p", "workspaceId": ws})
     pid = project["project"]["id"]
     exps = [add_experiment(master, name=f"in-project-{i}", project_id=pid) for i in range(2)]
+    model = f"routes-model-{suffix}"
+    post("/api/v1/models", {"name": model, "workspaceId": ws})
     add_experiment(master, name="deleted-one", project_id=pid, state="DELETED")
 
     page = web.get(f"{master.url}/workspaces", timeout=30).text
@@ -671,8 +674,11 @@ def test_workspace_and_project_pages_count_filter_and_hide(
         f"/ui/partials/experiments/{exps[0]}",
         f"/ui/api/experiments/{exps[0]}/hparams",
         f"/ui/api/workspaces/{ws}/permissions",
+        f"/models/{model}",
     ):
         assert outsider.get(master.url + path, timeout=30).status_code == 404, path
+    assert model in web.get(f"{master.url}/models", timeout=30).text
+    assert model not in outsider.get(f"{master.url}/models", timeout=30).text
     listed = outsider.get(f"{master.url}/ui/partials/experiments?project={pid}", timeout=30)
     assert ">0 experiments<" in listed.text
     assert f"routes-{suffix}" not in outsider.get(f"{master.url}/workspaces", timeout=30).text
