@@ -492,3 +492,18 @@ def test_project_permissions(module_master: Any, admin: Client, context: pathlib
     editor.projects.move_experiment(exp["id"], made["id"])
     assert admin.experiments.get(exp["id"])["experiment"]["workspaceId"] == ws["id"]
     _refused(404, lambda: outsider.experiments.get(exp["id"]), "not found")
+
+    # Deleting: the creator or an admin, and a WorkspaceAdmin of the project's workspace.
+    other_name, ws_admin_name = _unique("editor"), _unique("wsadmin")
+    for name, role in ((other_name, editor_role), (ws_admin_name, 2)):
+        user = admin.users.create({"username": name, "active": True}, client.hash_password(""))
+        admin.rbac.assign(role, user_id=user["user"]["id"], workspace_id=ws["id"])
+    other = Client(module_master.session(other_name))
+    admin.experiments.act(exp["id"], "kill")
+    _wait_terminal(admin, exp["id"])
+    _refused(403, lambda: other.projects.delete(made["id"]), "owner or an admin")
+    assert admin.projects.get(made["id"])["project"]["numExperiments"] == 1
+    ws_admin = Client(module_master.session(ws_admin_name))
+    assert ws_admin.projects.delete(made["id"]) == {"completed": True}
+    with pytest.raises(NotFoundError):
+        admin.experiments.get(exp["id"])

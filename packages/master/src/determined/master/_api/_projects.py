@@ -3,6 +3,7 @@ notes, columns, and moving experiments between projects."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -13,7 +14,14 @@ from determined.master._api._access import (
     require_project,
     require_workspace,
 )
-from determined.master._api._deps import Principal, authenticate, int_param, json_body, master_of
+from determined.master._api._deps import (
+    Principal,
+    authenticate,
+    authz_of,
+    int_param,
+    json_body,
+    master_of,
+)
 from determined.master._core._project_columns import project_columns
 from determined.master._core._projects import ProjectFields, Projects, find_project
 from determined.master._wire import APIError, get
@@ -54,6 +62,19 @@ def _notes(value: Any, field: str) -> list[dict[str, str]]:
             raise APIError(400, f"{field}[{i}].contents: must be a string")
         notes.append({"name": name, "contents": contents})
     return notes
+
+
+def _deleter(request: Request, principal: Principal, project_id: int) -> Any:
+    """Who deletes, for the "creator or admin" rule of the projects service (and of deleting each
+    experiment): with RBAC on, a WorkspaceAdmin of the project's workspace counts as an admin."""
+    authz = authz_of(request)
+    ws = authz.workspace_of_project(project_id)
+    if not authz.enabled or principal.user.admin or ws is None:
+        return principal.user
+    if not authz.can(principal, P.UPDATE_WORKSPACE, ws):
+        return principal.user
+    user = principal.user
+    return SimpleNamespace(id=user.id, username=user.username, admin=True)
 
 
 @router.post("/api/v1/workspaces/{workspace_id}/projects")
@@ -129,7 +150,7 @@ def delete_project(
 ) -> dict[str, Any]:
     """Delete a project and its (finished) experiments; ``completed`` is true when done."""
     require_project(request, principal, project_id, P.DELETE_PROJECT)
-    projects_of(request).delete(project_id, principal.user)
+    projects_of(request).delete(project_id, _deleter(request, principal, project_id))
     return {"completed": True}
 
 
