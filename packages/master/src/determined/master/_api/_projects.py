@@ -32,7 +32,7 @@ router = APIRouter(tags=["Projects"])
 
 def projects_of(request: Request) -> Projects:
     """The projects service."""
-    return master_of(request).manager.projects  # type: ignore[no-any-return]
+    return master_of(request).manager.projects
 
 
 def _text(body: dict[str, Any], name: str, field: str, *, required: bool = False) -> str | None:
@@ -135,7 +135,8 @@ def patch_project(
     """Change a project's ``name``, ``description`` or ``key`` (the body is the patch itself, as
     upstream's ``body: "project"``; a ``project`` wrapper is accepted too)."""
     require_project(request, principal, project_id, P.UPDATE_PROJECT)
-    patch = body.get("project") if isinstance(body.get("project"), dict) else body
+    wrapped = body.get("project")
+    patch: dict[str, Any] = wrapped if isinstance(wrapped, dict) else body
     fields = ProjectFields(
         name=_text(patch, "name", "project.name"),
         description=_text(patch, "description", "project.description"),

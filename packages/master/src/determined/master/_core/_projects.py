@@ -408,9 +408,9 @@ class Projects:
             )
             if left:
                 raise APIError(409, f"project {project_id} got new experiments; delete again")
-            project = session.get(Project, project_id)
-            if project is not None:
-                session.delete(project)
+            row = session.get(Project, project_id)
+            if row is not None:
+                session.delete(row)
 
     def add_note(self, project_id: int, name: str, contents: str) -> list[dict[str, str]]:
         """Append a note to a project: the project's notes after the change."""
