@@ -219,7 +219,8 @@ def test_workspace_checkpoint_storage_reaches_experiments(
     admin: Client, context: pathlib.Path, tmp_path: pathlib.Path
 ) -> None:
     """An experiment in a workspace with checkpoint storage gets it when its own config has
-    none; its own storage wins; the default workspace leaves the master's default."""
+    none; its own storage wins; the default workspace leaves the master's default. An experiment
+    naming no pool gets the workspace's default aux pool (no slots) or compute pool (slots)."""
     host_path = str(tmp_path / "ws-storage")
     ws = admin.workspaces.create(
         _unique("stored"), checkpoint_storage_config={"type": "shared_fs", "host_path": host_path}
@@ -240,6 +241,11 @@ def test_workspace_checkpoint_storage_reaches_experiments(
         == own["host_path"]
     )
     assert validated(_config(), 1)["checkpoint_storage"].get("host_path") != host_path
+    assert validated(_config(), project["id"])["resources"]["resource_pool"] == ""
+    admin.workspaces.patch(ws["id"], default_aux_pool="default")
+    assert validated(_config(), project["id"])["resources"]["resource_pool"] == "default"
+    one_slot = _config(resources={"slots_per_trial": 1})
+    assert validated(one_slot, project["id"])["resources"]["resource_pool"] == ""
 
     created = client.create_experiment(
         admin.session, _config(), context, activate=False, project_id=project["id"]

@@ -131,6 +131,12 @@ def create_experiment(
     if workspace_storage is not None:
         validated = validate_config(master, merged, workspace_storage)
         config = validated.config
+    workspace_pool = master.manager.workspaces.default_pool_of_project(project_id, slots)
+    if workspace_pool and not (config.get("resources") or {}).get("resource_pool"):
+        config.setdefault("resources", {})["resource_pool"] = workspace_pool
+        problem = master.rm.validate(slots, resource_pool=workspace_pool)
+        if problem:
+            raise APIError(400, f"resources: {problem} (the workspace's default pool)")
     if parent_id is not None:
         require_experiment(request, principal, parent_id, P.VIEW_EXPERIMENT_METADATA)
     # Upstream's `warnings` holds only LaunchWarning enum values (its client rejects anything else);

@@ -334,6 +334,18 @@ class Workspaces:
                 session.delete(row)
         return True
 
+    def default_pool_of_project(self, project_id: int, slots: int) -> str:
+        """The default pool of the workspace a project is in, for a task of ``slots`` slots: its
+        compute pool when ``slots > 0``, else its aux pool (``""``: none set), as upstream."""
+        column = Workspace.default_compute_pool if slots > 0 else Workspace.default_aux_pool
+        with self._db.read() as session:
+            pool = session.scalar(
+                select(column)
+                .join(Project, Project.workspace_id == Workspace.id)
+                .where(Project.id == project_id)
+            )
+            return str(pool or "")
+
     def checkpoint_storage_of_project(self, project_id: int) -> dict[str, Any] | None:
         """The ``checkpoint_storage_config`` of the workspace a project is in (None if unset)."""
         with self._db.read() as session:
