@@ -92,7 +92,10 @@ def _task_logs_legacy(p: Principal, body: Any) -> list[tuple[str, Any]]:
 
 @_body_route("POST", "/api/v1/webhooks/custom")
 def _webhook(p: Principal, body: Any) -> list[tuple[str, Any]]:
-    return [("trial", get(_obj(body), "trial_id"))]
+    claims = [("trial", get(_obj(body), "trial_id"))]
+    if get(_obj(body), "experiment_id") is not None:
+        claims.append(("experiment", get(_obj(body), "experiment_id")))
+    return claims
 
 
 @_body_route("POST", "/api/v1/trial-source-info")
@@ -130,9 +133,7 @@ def check(request: Request, p: Principal, body: Any = None) -> None:
     body_route = _BODY_ROUTES.get((method, template))
     if body_route is not None:
         claims = body_route(p, body)
-    elif any(
-        m in (_ANY, method) and template.startswith(prefix) for m, prefix in _PREFIXES
-    ):
+    elif any(m in (_ANY, method) and template.startswith(prefix) for m, prefix in _PREFIXES):
         claims = []
     else:
         raise refused
