@@ -169,7 +169,8 @@ def test_master_crash_cancels_the_orphan_job_and_resumes_from_checkpoint(
     _checkpointed(api, trial_id)
 
     master.kill()
-    assert slurm.job_state(job_id) == "RUNNING"  # Slurm does not know det-master died
+    # Slurm does not know det-master died; the job runs on until the trial gives up on the master
+    # (how soon depends on the machine's load, so its state here is not asserted).
     master.restart()
     # the old job ends: cancelled by the new master (or failed, its trial cut off from the master)
     assert slurm.wait_for_job(job_id, FINAL_STATES) in ("CANCELLED", "FAILED")
