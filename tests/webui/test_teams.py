@@ -206,6 +206,7 @@ def test_viewer_sees_but_cannot_act(page: Page, teams: Teams) -> None:
     for button in ("kill", "pause", "activate", "cancel", "archive"):
         expect(page.locator(f"#action-{button}")).to_have_count(0)
     expect(page.locator("#open-tensorboard")).to_have_count(0)
+    expect(page.locator("#tensorboard-selected")).to_have_count(0)
     page.goto(teams.url + f"/workspaces/{ids['vision']}")
     expect(page.locator(f"#projects tr[data-id='{ids['detector']}']")).to_be_visible()
     expect(page.locator("#new-project")).to_have_count(0)
