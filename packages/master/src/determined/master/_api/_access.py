@@ -54,6 +54,20 @@ _VIEW_OF: dict[Permission, Permission] = {
 """The permission that decides whether the caller sees the object at all (404 without it)."""
 
 
+def _view_of(permission: Permission) -> Permission:
+    """:data:`_VIEW_OF`, else by the permission's kind (a model's, a task's, an experiment's)."""
+    known = _VIEW_OF.get(permission)
+    if known is not None:
+        return known
+    if "MODEL" in permission.name:
+        return P.VIEW_MODEL_REGISTRY
+    if "NSC" in permission.name:
+        return P.VIEW_NSC
+    if "EXPERIMENT" in permission.name:
+        return P.VIEW_EXPERIMENT_METADATA
+    return permission
+
+
 class _OwnTrials:
     """allocation id → (trial id, experiment id) of a trial's allocation token (never changes)."""
 
@@ -94,7 +108,7 @@ def guard(request: Request, p: Principal, permission: Permission, ws: int, what:
     authz = authz_of(request)
     if authz.can(p, permission, ws):
         return
-    view = _VIEW_OF.get(permission, permission)
+    view = _view_of(permission)
     if view is not permission and authz.can(p, view, ws):
         authz.check(p, permission, ws)
     raise APIError(404, f"{what} not found")
