@@ -645,6 +645,8 @@ def test_workspace_and_project_pages_count_filter_and_hide(
     post(f"/api/v1/workspaces/{gone}/archive", {})
     project = post(f"/api/v1/workspaces/{ws}/projects", {"name": "p", "workspaceId": ws})
     pid = project["project"]["id"]
+    old = post(f"/api/v1/workspaces/{ws}/projects", {"name": "old", "workspaceId": ws})
+    post(f"/api/v1/projects/{old['project']['id']}/archive", {})
     exps = [add_experiment(master, name=f"in-project-{i}", project_id=pid) for i in range(2)]
     model = f"routes-model-{suffix}"
     post("/api/v1/models", {"name": model, "workspaceId": ws})
@@ -653,11 +655,14 @@ def test_workspace_and_project_pages_count_filter_and_hide(
     page = web.get(f"{master.url}/workspaces", timeout=30).text
     row = re.search(rf"<tr data-id=\"{ws}\".*?</tr>", page, re.S)
     assert row is not None
-    assert re.findall(r'class="num \w+">(\d+)<', row.group(0)) == ["1", "2"]
+    assert re.findall(r'class="num \w+">(\d+)<', row.group(0)) == ["2", "2"]
     assert f'data-id="{gone}"' not in page
     assert f'data-id="{gone}"' in web.get(f"{master.url}/workspaces?archived=1", timeout=30).text
     page = web.get(f"{master.url}/workspaces/{ws}", timeout=30).text
     assert re.search(rf'<tr data-id="{pid}".*?class="num experiments">2<', page, re.S)
+    assert f'<tr data-id="{old["project"]["id"]}"' not in page
+    page = web.get(f"{master.url}/workspaces/{ws}?archived=1", timeout=30).text
+    assert f'<tr data-id="{old["project"]["id"]}" class="archived"' in page
     for path in (f"/projects/{pid}", f"/ui/partials/experiments?project={pid}"):
         page = web.get(master.url + path, timeout=30).text
         assert ">2 experiments<" in page, path
