@@ -156,8 +156,8 @@ def require_trial(request: Request, p: Principal, trial_id: int, permission: Per
     guard(request, p, permission, ws, f"trial {trial_id}")
 
 
-def checkpoint_workspace(request: Request, session: Session, uuid: str) -> int | None:
-    """The workspace of a checkpoint's experiment; None when the checkpoint does not exist."""
+def checkpoint_experiment(session: Session, uuid: str) -> int | None:
+    """The experiment of a checkpoint (its own column, else its trial's); None when unknown."""
     row = session.execute(
         select(Checkpoint.experiment_id, Checkpoint.trial_id).where(Checkpoint.uuid == uuid)
     ).first()
@@ -166,6 +166,12 @@ def checkpoint_workspace(request: Request, session: Session, uuid: str) -> int |
     exp_id, trial_id = row
     if exp_id is None and trial_id is not None:
         exp_id = session.scalar(select(Run.experiment_id).where(Run.id == trial_id))
+    return exp_id
+
+
+def checkpoint_workspace(request: Request, session: Session, uuid: str) -> int | None:
+    """The workspace of a checkpoint's experiment; None when the checkpoint does not exist."""
+    exp_id = checkpoint_experiment(session, uuid)
     if exp_id is None:
         return None
     exp = session.get(Experiment, exp_id)
@@ -175,8 +181,13 @@ def checkpoint_workspace(request: Request, session: Session, uuid: str) -> int |
 
 
 def require_checkpoint(request: Request, p: Principal, uuid: str, permission: Permission) -> None:
-    """The guard for a checkpoint: its experiment's workspace."""
+    """The guard for a checkpoint: its experiment's workspace (a trial's token reads the
+    checkpoints of its own experiment, e.g. to resume)."""
     with master_of(request).db.read() as session:
+        if p.allocation_id is not None:
+            own_exp = own_trial(session, p)[1]
+            if own_exp is not None and checkpoint_experiment(session, uuid) == own_exp:
+                return
         ws = checkpoint_workspace(request, session, uuid)
     if ws is None:
         raise APIError(404, f"checkpoint {uuid} not found")
