@@ -24,8 +24,9 @@ def _unique(prefix: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def rbac_master(make_module_master: Any) -> Any:
-    return make_module_master()
+def rbac_master(module_db_url: str, make_module_master: Any) -> Any:
+    """One master per database kind (SQLite, PostgreSQL) for the module's tests."""
+    return make_module_master(module_db_url)
 
 
 @pytest.fixture(scope="module")
