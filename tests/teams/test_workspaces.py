@@ -139,6 +139,11 @@ def test_workspace_crud_and_validation(master: Any) -> None:
     assert [w["id"] for w in page["workspaces"]] == [ws["id"]]
     assert page["pagination"]["endIndex"] == 2
 
+    nulls = {"name": None, "agentUserGroup": None, "checkpointStorageConfig": None}
+    nulls |= {"defaultComputeResourcePool": None, "defaultAuxResourcePool": None}
+    same = api.session.request("PATCH", f"/api/v1/workspaces/{ws['id']}", body=nulls)
+    assert same["workspace"] == api.workspaces.get(ws["id"])["workspace"]
+    assert same["workspace"]["agentUserGroup"]["agentUid"] == 1000  # null: left as it is
     patched = api.workspaces.patch(
         ws["id"], name="team-b", checkpoint_storage_config={}, default_compute_pool=""
     )["workspace"]
@@ -434,3 +439,34 @@ def test_sdk_workspace(module_master: Any, admin: Client, context: pathlib.Path)
     d.delete_workspace(name + "-r")
     with pytest.raises(NotFoundError):
         d.get_workspace(name + "-r")
+
+
+# ---- upstream's own CLI ---------------------------------------------------------------------------
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+def test_upstream_det_workspace_settings(module_master: Any, tmp_path: pathlib.Path) -> None:
+    """Upstream's ``det workspace`` (determined==0.38.1) sets, shows, keeps and clears a
+    workspace's settings: its PATCH sends every unset field as null, which must change nothing."""
+    from e2e.test_upstream_client import _upstream_python
+    from teams.test_upstream_teams import UpstreamDet
+
+    det = UpstreamDet(_upstream_python(), tmp_path, module_master.url)
+    name = _unique("up-ws")
+    storage = json.dumps({"type": "shared_fs", "host_path": "/tmp/up"})
+    det("w", "create", name, "--agent-uid", "5", "--agent-user", "u",
+        "--checkpoint-storage-config", storage, "--default-compute-pool", "default")  # fmt: skip
+    det("w", "edit", name, "--name", name + "-e", "--default-aux-pool", "default")
+    shown = json.loads(det("w", "describe", name + "-e", "--json"))
+    assert (shown["agentUserGroup"]["agentUid"], shown["agentUserGroup"]["agentUser"]) == (5, "u")
+    assert shown["checkpointStorageConfig"] == {"type": "shared_fs", "host_path": "/tmp/up"}
+    assert (shown["defaultComputePool"], shown["defaultAuxPool"]) == ("default", "default")
+    det("w", "edit", name + "-e", "--checkpoint-storage-config", "{}")
+    assert (
+        json.loads(det("w", "describe", name + "-e", "--json"))["checkpointStorageConfig"] is None
+    )
+    assert name + "-e" in det("w", "list")
+    det("w", "archive", name + "-e")
+    det("w", "unarchive", name + "-e")
+    assert "Successfully deleted" in det("w", "delete", name + "-e", "--yes")

@@ -57,7 +57,7 @@ def _page(request: Request) -> tuple[int, int]:
 
 
 def _agent_user_group(value: Any, field: str) -> Any:
-    """Upstream's ``v1AgentUserGroup`` (camelCase keys kept), ``{}``/null clears it."""
+    """Upstream's ``v1AgentUserGroup`` (camelCase keys kept); ``{}`` clears it."""
     if value is None:
         return None
     if not isinstance(value, dict):
@@ -85,7 +85,7 @@ def _agent_user_group(value: Any, field: str) -> Any:
 
 
 def _storage(value: Any, field: str) -> Any:
-    """A complete ``checkpoint_storage`` config (checked as an experiment's), ``{}``/null clears."""
+    """A complete ``checkpoint_storage`` config (checked as an experiment's); ``{}`` clears it."""
     if value is None or value == {}:
         return None
     if not isinstance(value, dict):
@@ -122,7 +122,8 @@ def _pool(request: Request, value: Any, field: str) -> Any:
 
 
 def _fields(request: Request, body: dict[str, Any], prefix: str, *, patch: bool) -> WorkspaceFields:
-    """The settable fields a create or patch body names, validated (400 naming the field)."""
+    """The settable fields a create or patch body names, validated (400 naming the field); a
+    field sent as null is left as it is, as upstream's clients send every unset field so."""
     pre = f"{prefix}." if prefix else ""
     values: dict[str, Any] = {}
     if body.get("name") is not None:
@@ -132,8 +133,9 @@ def _fields(request: Request, body: dict[str, Any], prefix: str, *, patch: bool)
         ("checkpoint_storage_config", _storage),
     ):
         camel = "agentUserGroup" if key == "agent_user_group" else "checkpointStorageConfig"
-        if key in body or camel in body:
-            values[key] = check(get(body, key), pre + camel)
+        raw = get(body, key)
+        if raw is not None:  # null leaves it as it is (protojson's unset message); {} clears it
+            values[key] = check(raw, pre + camel)
     pools = (
         ("default_compute_pool", ("default_compute_resource_pool", "default_compute_pool")),
         ("default_aux_pool", ("default_aux_resource_pool", "default_aux_pool")),
