@@ -108,7 +108,6 @@ class Manager:
         self.accounts = Accounts(db)
         self.tokens = AccessTokens(db)
         self.authz = Authz(db)
-        self.tokens.authz = self.authz
         self.groups = Groups(db, self.authz)
         self.roles = Roles(db, self.authz)
         self.projects = Projects(db, self.experiments.delete)
