@@ -301,6 +301,7 @@ def test_cli_user_groups_and_roles(rbac_master: Any, admin: client.Client, det: 
     assert "global permissions assigned" in det.ok("-u", "admin", "rbac", "my-permissions")
     out = det.ok("-u", bob["username"], "rbac", "my-permissions")
     assert "global permissions assigned" in out and "PERMISSION_TYPE_CREATE_EXPERIMENT" in out
+    assert "permissions assigned over workspace 'Uncategorized' with ID '1'" in out
 
     det.ok(*a, "user-group", "change-name", group, group + "-x")
     out = det.ok(*a, "user-group", "delete", group + "-x", "--yes")
