@@ -191,3 +191,20 @@ def client_time(text: str) -> Any:
     import datetime
 
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_rbac_off_only_admins_manage_tokens(make_master: Any, sqlite_url: str) -> None:
+    """With ``security.authz.type: basic`` upstream's basic rules hold: only admins manage tokens."""
+    handle = make_master(sqlite_url, security={"authz": {"type": "basic"}})
+    admin = client.Client(handle.session("admin"))
+    admin.users.create({"username": "gina", "active": True}, client.hash_password("pw"))
+    gina_id = admin.users.get_by_name("gina")["user"]["id"]
+    gina = client.Client(handle.session("gina", "pw"))
+    with pytest.raises(client.ForbiddenError) as err:
+        gina.tokens.create(gina_id, "1h", "")
+    assert "CREATE_TOKEN" in str(err.value)
+    made = admin.tokens.create(gina_id, "1h", "by admin")
+    assert _status(handle.url, made["token"]) == 200
+    with pytest.raises(client.ForbiddenError):
+        gina.tokens.revoke(made["tokenId"])
+    assert admin.tokens.revoke(made["tokenId"])["tokenInfo"]["revoked"] is True

@@ -8,8 +8,12 @@ once. Lifespans are Go durations (``"48h"``, ``"90m"``) or ``"-1"`` for the long
 bounded by the master's ``security.token`` settings (``default_lifespan_days``,
 ``max_lifespan_days``; ``-1`` means upstream's maximum of 106,751 days).
 
-Who may do what (upstream's basic rules, with self-service added): anybody may create, list, edit and
-revoke their own tokens; only admins may do so for other users.
+Who may do what is asked of the master's authorization (``_core/_authz.py``), as upstream's RBAC does:
+one's own tokens need ``CREATE_TOKEN`` / ``VIEW_TOKEN`` / ``UPDATE_TOKEN`` (every Editor holds them, and
+the ``TokenCreator`` role), other users' tokens ``CREATE_OTHER_TOKEN`` / ``VIEW_OTHER_TOKEN`` /
+``ADMINISTRATE_TOKEN`` (admins). With RBAC off (``security.authz.type: basic``) only admins manage
+tokens, as upstream's basic authorization has it. Without an ``Authz`` (unit use) users manage their
+own tokens and admins everybody's.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from determined.master import _auth
+from determined.master._core._authz import Authz, Permission
 from determined.master._wire import APIError, as_utc, ts
 from determined.master.db import Database, User, UserSession, utcnow
 
@@ -127,17 +132,45 @@ def token_info(row: UserSession) -> dict[str, Any]:
     }
 
 
-def _allowed(caller: User, owner_id: int, what: str) -> None:
-    if not caller.admin and caller.id != owner_id:
-        raise APIError(403, f"only an admin may {what} access tokens of other users")
+_PERMISSIONS = {
+    "create": (Permission.CREATE_TOKEN, Permission.CREATE_OTHER_TOKEN),
+    "list": (Permission.VIEW_TOKEN, Permission.VIEW_OTHER_TOKEN),
+    "change": (Permission.UPDATE_TOKEN, Permission.ADMINISTRATE_TOKEN),
+}
+
+
+def _may(authz: Authz | None, caller: User, owner_id: int | None, what: str) -> bool:
+    """Whether ``caller`` may ``what`` the tokens of ``owner_id`` (None: of every user)."""
+    own, other = _PERMISSIONS[what]
+    if authz is None:
+        return bool(caller.admin) or caller.id == owner_id
+    if caller.id == owner_id:
+        return authz.can_anywhere(caller, own)
+    return authz.can(caller, other, None)
+
+
+def _allowed(authz: Authz | None, caller: User, owner_id: int, what: str) -> None:
+    if not _may(authz, caller, owner_id, what):
+        own, other = _PERMISSIONS[what]
+        needed = own if caller.id == owner_id else other
+        whose = "your own" if caller.id == owner_id else "other users'"
+        raise APIError(
+            403,
+            f"permission denied: user {caller.username!r} may not {what} {whose} access tokens"
+            f" (needs {needed.wire_name})",
+        )
 
 
 class AccessTokens:
     """Access tokens of one master's users."""
 
-    def __init__(self, db: Database, settings: TokenSettings | None = None) -> None:
+    def __init__(
+        self, db: Database, settings: TokenSettings | None = None, authz: Authz | None = None
+    ) -> None:
         self._db = db
         self.settings = settings or TokenSettings()
+        self.authz = authz
+        """Who may do what (set by the manager; None: own tokens, and admins everybody's)."""
 
     def lifespan(self, text: str | None) -> datetime.timedelta:
         """The lifespan a create request asks for (the default when None), checked against the
@@ -163,7 +196,7 @@ class AccessTokens:
     ) -> tuple[str, int]:
         """A new access token for ``user_id``: the secret (shown only now) and its id."""
         span = self.lifespan(lifespan)
-        _allowed(caller, user_id, "create")
+        _allowed(self.authz, caller, user_id, "create")
         token = _auth.new_token()
         with self._db.write() as session:
             user = session.get(User, user_id)
@@ -206,9 +239,10 @@ class AccessTokens:
                 target = session.scalar(select(User.id).where(User.username == username))
                 if target is None:
                     raise APIError(404, f"user {username!r} not found")
-                _allowed(caller, target, "list")
+                _allowed(self.authz, caller, target, "list")
                 stmt = stmt.where(UserSession.user_id == target)
-            elif not caller.admin:
+            elif not _may(self.authz, caller, None, "list"):
+                _allowed(self.authz, caller, caller.id, "list")
                 stmt = stmt.where(UserSession.user_id == caller.id)
             if not show_inactive:
                 stmt = stmt.where(UserSession.revoked_at.is_(None), UserSession.expiry > utcnow())
@@ -230,7 +264,7 @@ class AccessTokens:
         """
         with self._db.write() as session:
             row = _find(session, token_id)
-            _allowed(caller, row.user_id, "change")
+            _allowed(self.authz, caller, row.user_id, "change")
             expiry = as_utc(row.expiry)
             if row.revoked_at is not None or expiry is None or expiry <= utcnow():
                 raise APIError(400, f"tokenId: token {token_id} is revoked or expired")
