@@ -57,21 +57,21 @@ from determined.master._core._metrics_writer import MetricsWriter
 from determined.master._core._model_registry import ModelRegistry
 from determined.master._core._notebooks import Notebooks
 from determined.master._core._projects import Projects
-from determined.master._core._workspaces import Workspaces
 from determined.master._core._recovery import recover
 from determined.master._core._roles import Roles
 from determined.master._core._searcher_ops import SearcherOperations
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._tasks import Tasks
 from determined.master._core._templates import Templates
-from determined.master._core._tokens import AccessTokens
 from determined.master._core._tensorboards import Tensorboards
+from determined.master._core._tokens import AccessTokens
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
 from determined.master._core._trial_records import TrialRecords
 from determined.master._core._trial_sources import TrialSources
 from determined.master._core._unmanaged import UnmanagedRuns
 from determined.master._core._usage import ResourceUsage
+from determined.master._core._workspaces import Workspaces
 from determined.master.db import Database, utcnow
 
 
