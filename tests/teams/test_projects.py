@@ -507,3 +507,26 @@ def test_project_permissions(module_master: Any, admin: Client, context: pathlib
     assert ws_admin.projects.delete(made["id"]) == {"completed": True}
     with pytest.raises(NotFoundError):
         admin.experiments.get(exp["id"])
+
+
+def test_unmanaged_experiments_go_to_their_project(admin: Client) -> None:
+    """core_v2's ``workspace``/``project`` config (an unmanaged experiment) places it, as a managed
+    one's does."""
+    import yaml
+
+    project = _project(admin)
+    searcher = {"name": "single", "metric": "loss"}
+    config = {"name": "in-project", "searcher": searcher, "workspace": "Uncategorized"}
+    config["project"] = project["name"]
+    exp = admin.experiments.create_unmanaged(yaml.safe_dump(config))["experiment"]
+    assert (exp["projectId"], exp["projectName"], exp["unmanaged"]) == (
+        project["id"],
+        project["name"],
+        True,
+    )
+    by_id = admin.experiments.create_unmanaged(
+        yaml.safe_dump({"name": "u", "searcher": searcher}), project_id=project["id"]
+    )
+    assert by_id["experiment"]["projectId"] == project["id"]
+    config["project"] = "no-such-project"
+    _refused(404, lambda: admin.experiments.create_unmanaged(yaml.safe_dump(config)), "not found")

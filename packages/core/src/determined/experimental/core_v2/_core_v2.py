@@ -42,8 +42,8 @@ class Config:
         data: the config's free-form ``data`` section.
         description: the experiment's description.
         labels: the experiment's labels.
-        workspace: accepted for compatibility (det has one workspace).
-        project: accepted for compatibility (det has one project).
+        workspace: the workspace of ``project`` (set both or neither; default ``Uncategorized``).
+        project: the project the experiment goes to, by name (default ``Uncategorized``).
         checkpoint_storage: a path, a storage URL or a ``checkpoint_storage`` dict (default: a
             ``checkpoints`` directory under the user data dir).
         searcher: the experiment's ``searcher`` section; it only names the metric to rank trials by

@@ -81,10 +81,12 @@ def create_unmanaged_experiment(
         raise APIError(400, "only unmanaged experiments are supported")
     if int_param(get(body, "parent_id"), "parentId"):
         raise APIError(400, "can't fork into an unmanaged experiment")
-    project_id = int_param(get(body, "project_id"), "projectId", 1) or 1
-    require_project(request, principal, project_id, P.CREATE_EXPERIMENT)
     master = master_of(request)
     config, original = _validate(master, get(body, "config"))
+    projects = master.manager.projects
+    project_id = projects.experiment_target(int_param(get(body, "project_id"), "projectId"), config)
+    require_project(request, principal, project_id, P.CREATE_EXPERIMENT)
+    projects.check_can_add(project_id)
     if get(body, "validate_only"):
         return {"experiment": None, "config": config, "warnings": []}
     exp_id = unmanaged_of(request).put_experiment(
