@@ -194,3 +194,5 @@ def test_templates_follow_rbac_on_their_workspace(
     with pytest.raises(client.ForbiddenError, match="PERMISSION_TYPE_DELETE_TEMPLATES"):
         user.templates.delete("ws-tpl")
     assert admin.templates.get("ws-tpl")["template"]["config"] == {"max_restarts": 5}
+    admin.workspaces.delete(workspace["id"])  # a workspace's templates go with it
+    assert "ws-tpl" not in [t["name"] for t in admin.templates.list()["templates"]]
