@@ -196,3 +196,26 @@ def test_templates_follow_rbac_on_their_workspace(
     assert admin.templates.get("ws-tpl")["template"]["config"] == {"max_restarts": 5}
     admin.workspaces.delete(workspace["id"])  # a workspace's templates go with it
     assert "ws-tpl" not in [t["name"] for t in admin.templates.list()["templates"]]
+
+
+def test_templates_and_labels_on_each_database(master: Any, tmp_path: pathlib.Path) -> None:
+    """The template and label queries on SQLite and PostgreSQL: substring filter, rename, merge on
+    create, one-label changes, labels in use."""
+    api = client.Client(master.session("admin"))
+    api.templates.create("Db-Tpl_%", TEMPLATE)
+    assert [t["name"] for t in api.templates.list({"name": "tpl_%"})["templates"]] == ["Db-Tpl_%"]
+    assert api.templates.list({"name": "tplx"})["templates"] == []
+    api.templates.rename("Db-Tpl_%", "db-tpl")
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "train.py").write_text(TRIAL)
+    config = "name: db\nentrypoint: python3 train.py\nsearcher: {name: single, max_length: 1}\n"
+    created = client.create_experiment(
+        api.session, config, context, template="db-tpl", activate=False
+    )
+    assert created.config["description"] == "from the template"
+    assert api.experiments.add_label(created.id or 0, "a")["labels"] == ["a"]
+    assert api.experiments.add_label(created.id or 0, "b")["labels"] == ["a", "b"]
+    assert api.experiments.remove_label(created.id or 0, "a")["labels"] == ["b"]
+    assert api.experiments.labels()["labels"] == ["b"]
+    api.experiments.act(created.id or 0, "kill")
