@@ -164,7 +164,7 @@ class Workspace:
         agent_group: str | None = None,
     ) -> None:
         """Set the POSIX user and group the workspace's tasks run as (all ``None`` clears it)."""
-        group = {"agentUid": agent_uid, "agentGid": agent_gid}
+        group: dict[str, int | str | None] = {"agentUid": agent_uid, "agentGid": agent_gid}
         group |= {"agentUser": agent_user, "agentGroup": agent_group}
         chosen = {k: v for k, v in group.items() if v is not None}
         answer = self._api.workspaces.patch(self.id, agent_user_group=chosen)

@@ -33,7 +33,7 @@ _AGENT_STRS = ("agent_user", "agent_group")
 
 def workspaces_of(request: Request) -> Workspaces:
     """The workspaces service."""
-    return master_of(request).manager.workspaces  # type: ignore[no-any-return]
+    return master_of(request).manager.workspaces
 
 
 def _query_bool(request: Request, name: str) -> bool | None:
@@ -289,6 +289,7 @@ def get_workspace_projects(
         require_workspace(request, p, workspace_id, P.VIEW_WORKSPACE)
         workspaces_of(request).get(workspace_id)
     offset, limit = _page(request)
+    visible_ids = visible(request, p, P.VIEW_PROJECT)
     sort_by = q.get("sortBy") or "SORT_BY_ID"
     rows, total = master_of(request).manager.projects.list_in_workspace(
         workspace_id or None,
@@ -300,7 +301,7 @@ def get_workspace_projects(
         order_by=q.get("orderBy") or "ORDER_BY_ASC",
         offset=max(offset, 0),
         limit=limit,
-        workspace_ids=visible(request, p, P.VIEW_PROJECT),
+        workspace_ids=sorted(visible_ids) if visible_ids is not None else None,
     )
     return {"projects": rows, "pagination": pagination(max(offset, 0), limit, len(rows), total)}
 

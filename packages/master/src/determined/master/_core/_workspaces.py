@@ -317,10 +317,10 @@ class Workspaces:
                 self._delete_project(project_id, requester)
         except APIError as e:
             with self._db.write() as session:
-                row = session.get(Workspace, workspace_id)
-                if row is not None:
-                    row.state = "WORKSPACE_STATE_DELETE_FAILED"
-                    row.error_message = e.message
+                failed = session.get(Workspace, workspace_id)
+                if failed is not None:
+                    failed.state = "WORKSPACE_STATE_DELETE_FAILED"
+                    failed.error_message = e.message
             raise
         with self._db.write() as session:
             session.execute(delete(Template).where(Template.workspace_id == workspace_id))
@@ -329,9 +329,9 @@ class Workspaces:
                     NtscTask.workspace_id == workspace_id, NtscTask.end_time.is_not(None)
                 )
             )
-            row = session.get(Workspace, workspace_id)
-            if row is not None:
-                session.delete(row)
+            gone = session.get(Workspace, workspace_id)
+            if gone is not None:
+                session.delete(gone)
         return True
 
     def default_pool_of_project(self, project_id: int, slots: int) -> str:
