@@ -27,11 +27,11 @@ router = APIRouter()
 
 
 def _groups(request: Request) -> Groups:
-    return master_of(request).manager.groups  # type: ignore[no-any-return]
+    return master_of(request).manager.groups
 
 
 def _roles(request: Request) -> Roles:
-    return master_of(request).manager.roles  # type: ignore[no-any-return]
+    return master_of(request).manager.roles
 
 
 def _path_id(value: str, name: str) -> int:
@@ -134,7 +134,7 @@ def list_roles(
 ) -> dict[str, Any]:
     """The built-in roles with their permissions (``ListRoles``)."""
     offset, limit = _page(body)
-    roles, total = Roles.list(offset, limit)
+    roles, total = Roles.list_roles(offset, limit)
     return {"roles": roles, "pagination": pagination(offset, limit, len(roles), total)}
 
 
@@ -145,7 +145,7 @@ def roles_assignable(
     """Roles that can be assigned on ``workspaceId`` (all when absent)."""
     offset, limit = _page(body)
     workspace_id = int_param(get(body, "workspace_id"), "workspaceId")
-    roles, total = Roles.list(offset, limit, workspace_id)
+    roles, total = Roles.list_roles(offset, limit, workspace_id)
     return {"roles": roles, "pagination": pagination(offset, limit, len(roles), total)}
 
 

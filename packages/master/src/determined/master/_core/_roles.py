@@ -110,7 +110,7 @@ class Roles:
     # --- roles ---------------------------------------------------------------------------------
 
     @staticmethod
-    def list(
+    def list_roles(
         offset: int, limit: int, workspace_id: int | None = None
     ) -> tuple[list[dict[str, Any]], int]:
         """Built-in roles by id (only the workspace-assignable ones when ``workspace_id`` is set):
