@@ -387,6 +387,16 @@ def test_det_workspace_commands(det: Any, admin: Client, tmp_path: pathlib.Path)
     code, out, err = det.run("w", "delete", "Uncategorized", "--yes")
     assert code != 0 and "default workspace" in out + err
 
+    viewer = admin.users.create({"username": _unique("member"), "active": True}, "")["user"]
+    admin.rbac.assign(4, user_id=viewer["id"], workspace_id=int(made["id"]))  # Viewer
+    members = det.ok("w", "list-members", name)
+    assert viewer["username"] in members and "Viewer" in members and "User/Group" in members
+    as_csv = det.ok("w", "list-members", name, "--csv").splitlines()
+    assert as_csv[0] == "User/Group Name,User/Group,Role Name"
+    assert f"{viewer['username']},U,Viewer" in as_csv
+    members_json = json.loads(det.ok("w", "list-members", name, "--json"))
+    assert [u["username"] for u in members_json["usersAssignedDirectly"]] == [viewer["username"]]
+
     assert "Successfully deleted" in det.ok("w", "delete", name, "--yes")
     assert admin.workspaces.by_name(name) is None
 

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from determined.cli import _render, _session
-from determined.cli._declarative import Arg, Cmd
+from determined.cli._declarative import Arg, Cmd, Group
 from determined.cli._errors import CliError
 
 WORKSPACE_HEADERS = [
@@ -158,6 +158,28 @@ def list_pools(args: argparse.Namespace) -> None:
     _render.print_table(["Workspace", "Available Resource Pools"], [[args.workspace_name, names]])
 
 
+def list_workspace_members(args: argparse.Namespace) -> None:
+    """Users and groups holding a role on the workspace, as upstream's ``list-members``."""
+    workspace = workspace_by_name(args, args.workspace_name)
+    answer = _session.api(args).rbac.roles_on_workspace(int(workspace["id"]))
+    if args.json:
+        _render.print_json(answer)
+        return
+    if args.yaml:
+        print(_render.dump_yaml(answer), end="")
+        return
+    groups = {g["groupId"]: g["name"] for g in answer.get("groups") or []}
+    users = {u["id"]: u["username"] for u in answer.get("usersAssignedDirectly") or []}
+    rows = []
+    for assignment in answer.get("assignments") or []:
+        role = (assignment.get("role") or {}).get("name", "")
+        for g in assignment.get("groupRoleAssignments") or []:
+            rows.append([groups.get(g["groupId"], g["groupId"]), "G", role])
+        for u in assignment.get("userRoleAssignments") or []:
+            rows.append([users.get(u["userId"], u["userId"]), "U", role])
+    _render.print_table(["User/Group Name", "User/Group", "Role Name"], rows, as_csv=args.csv)
+
+
 def create_workspace(args: argparse.Namespace) -> None:
     storage = _checkpoint_storage(args)
     answer = _session.api(args).workspaces.create(
@@ -280,6 +302,19 @@ COMMANDS = [
                 list_pools,
                 "list the resource pools available to a workspace",
                 [NAME],
+            ),
+            Cmd(
+                "list-members",
+                list_workspace_members,
+                "list users/user-groups members of a workspace and their roles",
+                [
+                    NAME,
+                    Group(
+                        JSON,
+                        Arg("--yaml", action="store_true", help="print as YAML"),
+                        Arg("--csv", action="store_true", help="print as CSV"),
+                    ),
+                ],
             ),
             Cmd(
                 "create",
