@@ -212,6 +212,21 @@ def test_columns(admin: Client, context: pathlib.Path) -> None:
     _refused(404, lambda: admin.projects.columns(9999), "project 9999")
 
 
+def test_metric_columns(admin: Client, tmp_path: pathlib.Path) -> None:
+    """Once a trial reported, its metrics are columns too (``training.*``, ``validation.*``)."""
+    from cli.harness import TRIAL
+
+    (tmp_path / "train.py").write_text(TRIAL)
+    project = _project(admin)
+    config = _config(hyperparameters={"steps": 2}, searcher={"name": "single", "metric": "loss"})
+    created = client.create_experiment(admin.session, config, tmp_path, project_id=project["id"])
+    assert _wait_terminal(admin, int(created.id)) == "STATE_COMPLETED"
+    columns = {c["column"]: c for c in admin.projects.columns(project["id"])["columns"]}
+    assert columns["training.loss"]["location"] == "LOCATION_TYPE_TRAINING"
+    assert columns["validation.validation_loss"]["location"] == "LOCATION_TYPE_VALIDATIONS"
+    assert columns["hp.steps"]["type"] == "COLUMN_TYPE_NUMBER"
+
+
 def test_move_experiments_and_archived_projects(admin: Client, context: pathlib.Path) -> None:
     """Upstream's MoveExperiment and bulk move; an archived project takes no experiment (neither
     created nor moved in) and lets none leave."""
