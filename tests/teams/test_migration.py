@@ -81,6 +81,21 @@ NTSC = _table(
 )  # fmt: skip
 
 
+def _experiment_row(exp_id: int, project_id: int = 1, owner: int = 1) -> dict[str, Any]:
+    return {"id": exp_id, "state": "COMPLETED", "config": dict(CONFIG, name=f"old-{exp_id}"),
+            "original_config": "", "start_time": NOW, "end_time": NOW, "archived": False,
+            "owner_id": owner, "project_id": project_id, "job_id": f"exp-{exp_id}", "notes": "",
+            "labels": ["old"], "priority": 42, "weight": 1.0, "unmanaged": False}  # fmt: skip
+
+
+def _run_row(exp_id: int) -> dict[str, Any]:
+    return {"id": exp_id, "experiment_id": exp_id, "request_id": f"r{exp_id}",
+            "task_id": f"{exp_id}.r{exp_id}", "state": "COMPLETED", "start_time": NOW,
+            "end_time": NOW, "hparams": {}, "seed": 1, "run_id": 1, "restarts": 0,
+            "total_batches": 2, "summary_metrics": {}, "runner_state": "", "metadata": {},
+            "early_stopped_by_searcher": False, "archived": False}  # fmt: skip
+
+
 def _fill_release_0005(db: Database) -> None:
     """Rows as the 0005 release wrote them (only 0005's columns)."""
     users = [
@@ -90,19 +105,8 @@ def _fill_release_0005(db: Database) -> None:
     ]
     experiments, runs, metrics, checkpoints = [], [], [], []
     for exp_id, project_id, owner in ((1, 1, 2), (2, 1, 3), (3, 7, 3)):
-        experiments.append(
-            {"id": exp_id, "state": "COMPLETED", "config": dict(CONFIG, name=f"old-{exp_id}"),
-             "original_config": "", "start_time": NOW, "end_time": NOW, "archived": False,
-             "owner_id": owner, "project_id": project_id, "job_id": f"exp-{exp_id}", "notes": "",
-             "labels": ["old"], "priority": 42, "weight": 1.0, "unmanaged": False}
-        )  # fmt: skip
-        runs.append(
-            {"id": exp_id, "experiment_id": exp_id, "request_id": f"r{exp_id}",
-             "task_id": f"{exp_id}.r{exp_id}", "state": "COMPLETED", "start_time": NOW,
-             "end_time": NOW, "hparams": {}, "seed": 1, "run_id": 1, "restarts": 0,
-             "total_batches": 2, "summary_metrics": {}, "runner_state": "", "metadata": {},
-             "early_stopped_by_searcher": False, "archived": False}
-        )  # fmt: skip
+        experiments.append(_experiment_row(exp_id, project_id, owner))
+        runs.append(_run_row(exp_id))
         metrics.append(
             {"trial_id": exp_id, "trial_run_id": 1, "metric_group": "validation",
              "total_batches": 2, "end_time": NOW, "metrics": {"validation_metrics": {"loss": 0.5}},
@@ -202,3 +206,22 @@ def test_a_0005_database_upgrades_in_place(db_url: str, make_master: Any) -> Non
     made = api.workspaces.create("after-upgrade")["workspace"]
     assert made["id"] == 2
     master.stop()
+
+
+def test_an_older_sqlite_database_keeps_its_trials(tmp_path: Any) -> None:
+    """Migration 0004 rebuilds ``experiments`` on SQLite (batch mode); with foreign keys on, the
+    rebuild's DROP used to cascade into ``runs``. Migrations now run with them off."""
+    db = Database(f"sqlite:///{tmp_path / 'old.sqlite'}")
+    _upgrade_to(db, "0003")
+    with db.engine.begin() as conn:
+        conn.execute(USERS.insert(), [{"id": 1, "username": "u", "password_hash": "",
+                                       "admin": False, "active": True, "remote": False,
+                                       "modified_at": NOW}])  # fmt: skip
+        experiment = {k: v for k, v in _experiment_row(1).items() if k != "unmanaged"}
+        conn.execute(EXPERIMENTS.insert(), [experiment])
+        conn.execute(RUNS.insert(), [_run_row(1)])
+    db.migrate()
+    with db.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT COUNT(*) FROM runs").scalar() == 1
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    db.close()
