@@ -276,9 +276,14 @@ def test_workspace_permissions(module_master: Any, admin: Client) -> None:
     assert ws["id"] not in [w["id"] for w in viewer.workspaces.list()["workspaces"]]
     _refused(404, lambda: viewer.workspaces.get(ws["id"]), "not found")
     _refused(404, lambda: viewer.workspaces.projects(ws["id"]), "not found")
+    hidden = admin.projects.create(ws["id"], "hidden")["project"]
+    assert hidden["id"] in [p["id"] for p in admin.workspaces.projects(0)["projects"]]
+    everywhere = [p["workspaceId"] for p in viewer.workspaces.projects(0)["projects"]]
+    assert 1 in everywhere and ws["id"] not in everywhere
 
     admin.rbac.assign(4, user_id=viewer_id, workspace_id=ws["id"])  # Viewer
     assert viewer.workspaces.get(ws["id"])["workspace"]["name"] == ws["name"]
+    assert [p["id"] for p in viewer.workspaces.projects(ws["id"])["projects"]] == [hidden["id"]]
     assert ws["id"] in [w["id"] for w in viewer.workspaces.list()["workspaces"]]
     _refused(403, lambda: viewer.workspaces.patch(ws["id"], name="x"), "UPDATE_WORKSPACE")
     _refused(403, lambda: viewer.workspaces.archive(ws["id"]), "UPDATE_WORKSPACE")
