@@ -212,19 +212,30 @@ def test_columns(admin: Client, context: pathlib.Path) -> None:
     _refused(404, lambda: admin.projects.columns(9999), "project 9999")
 
 
-def test_metric_columns(admin: Client, tmp_path: pathlib.Path) -> None:
-    """Once a trial reported, its metrics are columns too (``training.*``, ``validation.*``)."""
+def test_metric_columns_and_registered_checkpoints(admin: Client, tmp_path: pathlib.Path) -> None:
+    """Once a trial reported, its metrics are columns too (``training.*``, ``validation.*``); a
+    project whose checkpoint is a model version is not deleted (nothing is)."""
     from cli.harness import TRIAL
 
     (tmp_path / "train.py").write_text(TRIAL)
     project = _project(admin)
-    config = _config(hyperparameters={"steps": 2}, searcher={"name": "single", "metric": "loss"})
+    config = _config(hyperparameters={"steps": 3}, searcher={"name": "single", "metric": "loss"})
     created = client.create_experiment(admin.session, config, tmp_path, project_id=project["id"])
     assert _wait_terminal(admin, int(created.id)) == "STATE_COMPLETED"
     columns = {c["column"]: c for c in admin.projects.columns(project["id"])["columns"]}
     assert columns["training.loss"]["location"] == "LOCATION_TYPE_TRAINING"
     assert columns["validation.validation_loss"]["location"] == "LOCATION_TYPE_VALIDATIONS"
     assert columns["hp.steps"]["type"] == "COLUMN_TYPE_NUMBER"
+
+    checkpoints = admin.experiments.checkpoints(int(created.id))["checkpoints"]
+    ckpt = next(c for c in checkpoints if c["state"] == "STATE_COMPLETED")
+    model = _unique("model")
+    admin.models.create({"name": model})
+    admin.models.create_version(model, {"checkpointUuid": ckpt["uuid"]})
+    _refused(400, lambda: admin.projects.delete(project["id"]), "model registry", model)
+    assert admin.experiments.get(int(created.id))["experiment"]["state"] == "STATE_COMPLETED"
+    admin.models.delete(model)
+    assert admin.projects.delete(project["id"]) == {"completed": True}
 
 
 def test_move_experiments_and_archived_projects(admin: Client, context: pathlib.Path) -> None:
@@ -518,6 +529,12 @@ def test_project_permissions(module_master: Any, admin: Client, context: pathlib
     _wait_terminal(admin, exp["id"])
     _refused(403, lambda: other.projects.delete(made["id"]), "owner or an admin")
     assert admin.projects.get(made["id"])["project"]["numExperiments"] == 1
+    shared = editor.projects.create(ws["id"], _unique("shared"))["project"]
+    theirs = _experiment(admin, context, project_id=shared["id"])
+    admin.experiments.act(theirs["id"], "kill")
+    _wait_terminal(admin, theirs["id"])
+    _refused(403, lambda: editor.projects.delete(shared["id"]), "other users' experiments")
+    assert admin.experiments.get(theirs["id"])["experiment"]["projectId"] == shared["id"]
     ws_admin = Client(module_master.session(ws_admin_name))
     assert ws_admin.projects.delete(made["id"]) == {"completed": True}
     with pytest.raises(NotFoundError):

@@ -21,7 +21,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from determined.master._wire import TERMINAL_STATES, APIError, ts
-from determined.master.db import Database, Experiment, Project, User, Workspace, utcnow
+from determined.master.db import (
+    Checkpoint,
+    Database,
+    Experiment,
+    Project,
+    User,
+    Workspace,
+    registered_versions,
+    utcnow,
+)
 
 DEFAULT_PROJECT_ID = 1
 """The ``Uncategorized`` project of the ``Uncategorized`` workspace: experiments land there."""
@@ -393,13 +402,37 @@ class Projects:
                     Experiment.project_id == project_id, Experiment.state != "DELETED"
                 )
             ).all()
-        running = sorted(i for i, s in rows if s not in TERMINAL_STATES)
-        if running:
-            raise APIError(
-                400,
-                f"project {project_id} has experiments that are not finished ({running}); "
-                "kill them or move them first",
+            if not requester.admin:
+                others = session.scalars(
+                    select(Experiment.id).where(
+                        Experiment.id.in_([i for i, _ in rows]),
+                        Experiment.owner_id != requester.id,
+                    )
+                ).all()
+                if others:
+                    raise APIError(
+                        403,
+                        f"project {project_id} holds other users' experiments ({sorted(others)}); "
+                        "only their owners or an admin may delete them",
+                    )
+            running = sorted(i for i, s in rows if s not in TERMINAL_STATES)
+            if running:
+                raise APIError(
+                    400,
+                    f"project {project_id} has experiments that are not finished ({running}); "
+                    "kill them or move them first",
+                )
+            uuids = session.scalars(
+                select(Checkpoint.uuid).where(Checkpoint.experiment_id.in_([i for i, _ in rows]))
             )
+            in_registry = registered_versions(session, list(uuids))
+            if in_registry:
+                versions = sorted({v for found in in_registry.values() for v in found})
+                raise APIError(
+                    400,
+                    f"project {project_id} has checkpoints registered in the model registry "
+                    f"({', '.join(versions)}); delete those model versions first",
+                )
         for exp_id, _state in rows:
             self._delete_experiment(int(exp_id), requester)
         with self._db.write() as session:
