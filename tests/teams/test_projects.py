@@ -226,6 +226,12 @@ def test_metric_columns_and_registered_checkpoints(admin: Client, tmp_path: path
     assert columns["training.loss"]["location"] == "LOCATION_TYPE_TRAINING"
     assert columns["validation.validation_loss"]["location"] == "LOCATION_TYPE_VALIDATIONS"
     assert columns["hp.steps"]["type"] == "COLUMN_TYPE_NUMBER"
+    counts = admin.projects.get(project["id"])["project"]
+    assert (counts["numExperiments"], counts["numActiveExperiments"], counts["numRuns"]) == (
+        1,
+        0,
+        1,
+    )
 
     checkpoints = admin.experiments.checkpoints(int(created.id))["checkpoints"]
     ckpt = next(c for c in checkpoints if c["state"] == "STATE_COMPLETED")

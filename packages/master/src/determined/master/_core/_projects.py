@@ -26,6 +26,7 @@ from determined.master.db import (
     Database,
     Experiment,
     Project,
+    Run,
     User,
     Workspace,
     registered_versions,
@@ -139,6 +140,11 @@ def project_json(session: Session, row: Project) -> dict[str, Any]:
             func.max(Experiment.start_time),
         ).where(Experiment.project_id == row.id, live)
     ).one()
+    n_runs = session.scalar(
+        select(func.count(Run.id))
+        .join(Experiment, Run.experiment_id == Experiment.id)
+        .where(Experiment.project_id == row.id, live)
+    )
     return {
         "id": row.id,
         "name": row.name,
@@ -150,7 +156,7 @@ def project_json(session: Session, row: Project) -> dict[str, Any]:
         "notes": [dict(n) for n in (row.notes or [])],
         "numExperiments": int(n_exp or 0),
         "numActiveExperiments": int(n_active or 0),
-        "numRuns": int(n_exp or 0),
+        "numRuns": int(n_runs or 0),
         "archived": bool(row.archived),
         "username": owner.username if owner is not None else "",
         "userId": row.user_id if row.user_id is not None else 0,
