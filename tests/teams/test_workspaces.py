@@ -132,6 +132,7 @@ def test_workspace_crud_and_validation(master: Any) -> None:
     listed = api.workspaces.list({"name": "TEAM-a"})["workspaces"]
     assert [w["id"] for w in listed] == [ws["id"]]
     assert api.workspaces.list({"nameCaseSensitive": "team-a"})["workspaces"] == []
+    assert [w["id"] for w in api.workspaces.list({"name": "%M-%"})["workspaces"]] == [ws["id"]]
     by_name = api.workspaces.list({"sortBy": "SORT_BY_NAME", "orderBy": "ORDER_BY_DESC"})
     assert [w["name"] for w in by_name["workspaces"]] == ["Uncategorized", "Team-A"]
     assert by_name["pagination"]["total"] == 2

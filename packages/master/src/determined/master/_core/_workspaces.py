@@ -178,14 +178,14 @@ class Workspaces:
         limit: int = 0,
         workspace_ids: set[int] | None = None,
     ) -> tuple[list[dict[str, Any]], int, int]:
-        """Workspaces with upstream's filters (``name`` case-insensitive, ``name_case_sensitive``
-        exact) and sort, only those of ``workspace_ids`` when given; returns one page, the
+        """Workspaces with upstream's filters (``name`` a case-insensitive LIKE pattern,
+        ``name_case_sensitive`` exact) and sort, only those of ``workspace_ids`` when given; returns one page, the
         offset it starts at and the total."""
         stmt = select(Workspace)
         if workspace_ids is not None:
             stmt = stmt.where(Workspace.id.in_(sorted(workspace_ids)))
-        if name:
-            stmt = stmt.where(func.lower(Workspace.name) == name.lower())
+        if name:  # upstream's ILIKE: any case, with % and _ as wildcards
+            stmt = stmt.where(func.lower(Workspace.name).like(name.lower()))
         if name_case_sensitive:
             stmt = stmt.where(Workspace.name == name_case_sensitive)
         if archived is not None:
