@@ -234,7 +234,9 @@ def test_metric_columns_and_registered_checkpoints(admin: Client, tmp_path: path
     )
 
     checkpoints = admin.experiments.checkpoints(int(created.id))["checkpoints"]
-    ckpt = next(c for c in checkpoints if c["state"] == "STATE_COMPLETED")
+    ckpt = max(
+        checkpoints, key=lambda c: c["reportTime"]
+    )  # the latest: garbage collection keeps it
     model = _unique("model")
     admin.models.create({"name": model})
     admin.models.create_version(model, {"checkpointUuid": ckpt["uuid"]})

@@ -222,6 +222,44 @@ def check_can_add_experiments(session: Session, project_id: int, field: str = "p
         )
 
 
+def _check_deletable(
+    session: Session, project_id: int, rows: Sequence[Any], requester: User
+) -> None:
+    """Refuse deleting a project before anything goes: an unfinished experiment, another user's
+    experiment (unless an admin deletes), a checkpoint that is a model version."""
+    if not requester.admin:
+        others = session.scalars(
+            select(Experiment.id).where(
+                Experiment.id.in_([i for i, _ in rows]),
+                Experiment.owner_id != requester.id,
+            )
+        ).all()
+        if others:
+            raise APIError(
+                403,
+                f"project {project_id} holds other users' experiments ({sorted(others)}); "
+                "only their owners or an admin may delete them",
+            )
+    running = sorted(i for i, s in rows if s not in TERMINAL_STATES)
+    if running:
+        raise APIError(
+            400,
+            f"project {project_id} has experiments that are not finished ({running}); "
+            "kill them or move them first",
+        )
+    uuids = session.scalars(
+        select(Checkpoint.uuid).where(Checkpoint.experiment_id.in_([i for i, _ in rows]))
+    )
+    in_registry = registered_versions(session, list(uuids))
+    if in_registry:
+        versions = sorted({v for found in in_registry.values() for v in found})
+        raise APIError(
+            400,
+            f"project {project_id} has checkpoints registered in the model registry "
+            f"({', '.join(versions)}); delete those model versions first",
+        )
+
+
 class Projects:
     """Project operations of the REST API.
 
@@ -408,37 +446,7 @@ class Projects:
                     Experiment.project_id == project_id, Experiment.state != "DELETED"
                 )
             ).all()
-            if not requester.admin:
-                others = session.scalars(
-                    select(Experiment.id).where(
-                        Experiment.id.in_([i for i, _ in rows]),
-                        Experiment.owner_id != requester.id,
-                    )
-                ).all()
-                if others:
-                    raise APIError(
-                        403,
-                        f"project {project_id} holds other users' experiments ({sorted(others)}); "
-                        "only their owners or an admin may delete them",
-                    )
-            running = sorted(i for i, s in rows if s not in TERMINAL_STATES)
-            if running:
-                raise APIError(
-                    400,
-                    f"project {project_id} has experiments that are not finished ({running}); "
-                    "kill them or move them first",
-                )
-            uuids = session.scalars(
-                select(Checkpoint.uuid).where(Checkpoint.experiment_id.in_([i for i, _ in rows]))
-            )
-            in_registry = registered_versions(session, list(uuids))
-            if in_registry:
-                versions = sorted({v for found in in_registry.values() for v in found})
-                raise APIError(
-                    400,
-                    f"project {project_id} has checkpoints registered in the model registry "
-                    f"({', '.join(versions)}); delete those model versions first",
-                )
+            _check_deletable(session, project_id, rows, requester)
         for exp_id, _state in rows:
             self._delete_experiment(int(exp_id), requester)
         with self._db.write() as session:
