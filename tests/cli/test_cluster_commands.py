@@ -145,33 +145,43 @@ def test_job_list_slot_list_and_resources(
     slots = _rows(det.ok("slot", "list", "--csv"))
     assert {(s["Allocation ID"], s["Task Name"]) for s in slots} == {("FREE", "FREE")}
 
-    # det resources: the killed trials' allocations, by allocation, raw and per day
+    # det resources: the killed trials' allocations, by allocation, raw and per day; cluster usage
+    # needs VIEW_CLUSTER_USAGE (RBAC): an admin's
     span = ("2000-01-01T00:00:00Z", "2100-01-01T00:00:00Z")
-    allocations = _rows(det.ok("resources", "allocations", *span))
+    code, _, err = det.run("resources", "raw", *span)
+    assert code == 1 and "PERMISSION_TYPE_VIEW_CLUSTER_USAGE" in err, err
+    admin = ("-u", "admin")
+    allocations = _rows(det.ok(*admin, "resources", "allocations", *span))
     mine = [r for r in allocations if r["experiment_id"] == str(holder)]
     assert len(mine) == 1
     assert mine[0]["slots"] == "1" and mine[0]["username"] == "determined"
     assert mine[0]["resource_pool"] == "default" and float(mine[0]["slot_hours"]) > 0
     assert mine[0]["start_time"] and mine[0]["end_time"]
-    raw = _rows(det.ok("res", "raw", *span))
+    raw = _rows(det.ok(*admin, "res", "raw", *span))
     assert [r["kind"] for r in raw if r["experiment_id"] == str(holder)] == ["experiment"]
-    entries = json.loads(det.ok("resources", "raw", *span, "--json"))["resourceEntries"]
+    entries = json.loads(det.ok(*admin, "resources", "raw", *span, "--json"))["resourceEntries"]
     assert any(e["experimentId"] == holder and e["slots"] == 1 for e in entries)
     today = datetime.datetime.now(datetime.timezone.utc).date()
     first, last = str(today - datetime.timedelta(days=1)), str(today)
-    daily = _rows(det.ok("resources", "aggregated", first, last))
+    daily = _rows(det.ok(*admin, "resources", "aggregated", first, last))
     totals = {r["date"]: float(r["seconds"]) for r in daily if r["aggregation_type"] == "total"}
     assert set(totals) == {first, last} and totals[last] > 0
     users = [r for r in daily if r["aggregation_type"] == "username" and r["date"] == last]
     assert [r["aggregation_key"] for r in users] == ["determined"]
     monthly = json.loads(
         det.ok(
-            "res", "agg", today.strftime("%Y-%m"), today.strftime("%Y-%m"), "--monthly", "--json"
+            *admin,
+            "res",
+            "agg",
+            today.strftime("%Y-%m"),
+            today.strftime("%Y-%m"),
+            "--monthly",
+            "--json",
         )
     )["resourceEntries"]
     assert [e["periodStart"] for e in monthly] == [today.strftime("%Y-%m")]
     assert monthly[0]["seconds"] >= totals[last]
-    code, _, err = det.run("resources", "aggregated", last, first)
+    code, _, err = det.run(*admin, "resources", "aggregated", last, first)
     assert code == 1 and "start date cannot be after end date" in err
 
 
