@@ -519,3 +519,39 @@ def test_det_cli_and_sdk(world: World) -> None:
     with pytest.raises(Exception, match="PERMISSION_TYPE_UPDATE_EXPERIMENT"):
         viewer.get_experiment(w.paused_exp).kill()
     assert _exp_state(w, w.paused_exp)["state"] == "STATE_PAUSED"
+
+
+def test_rbac_off_is_upstreams_basic_authorization(
+    make_module_master: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """``security.authz.type: basic``: every user sees and changes every workspace's experiments
+    (the owner rule for deleting stays)."""
+    master = make_module_master(security={"authz": {"type": "basic"}})
+    admin = master.session("admin")
+    users = client.Client(admin).users
+    names = [_unique("basic"), _unique("basic")]
+    for name in names:
+        users.create({"username": name, "active": True}, client.hash_password(""))
+    owner, other = master.session(names[0]), master.session(names[1])
+    ws = admin.request("POST", "/api/v1/workspaces", body={"name": _unique("closed")})
+    project = admin.request(
+        "POST",
+        f"/api/v1/workspaces/{ws['workspace']['id']}/projects",
+        body={"name": "p", "workspaceId": ws["workspace"]["id"]},
+    )["project"]["id"]
+    files = client.read_context_dir(_context(tmp_path_factory, TRIAL))
+    exp = client.create_experiment(
+        owner, experiment_config(name="open"), files, project_id=project, activate=False
+    ).id
+    assert exp in {e["id"] for e in other.request("GET", "/api/v1/experiments")["experiments"]}
+    other.request("PATCH", f"/api/v1/experiments/{exp}", body={"description": "by another"})
+    other.request("POST", f"/api/v1/experiments/{exp}/kill")
+    wait_for(
+        lambda: (
+            owner.request("GET", f"/api/v1/experiments/{exp}")["experiment"]["state"]
+            == "STATE_CANCELED"
+        ),
+        "the experiment is canceled",
+    )
+    status, message = _status(lambda: other.request("DELETE", f"/api/v1/experiments/{exp}"))
+    assert status == 403 and "owner" in message, message
