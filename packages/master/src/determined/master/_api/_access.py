@@ -215,23 +215,21 @@ def require_task(request: Request, p: Principal, task_id: str, permission: Permi
     """The guard for a command/notebook/TensorBoard/shell; a trial's task id goes to its trial
     (VIEW_NSC → VIEW_EXPERIMENT_METADATA, UPDATE_NSC → UPDATE_EXPERIMENT). Unknown ids pass
     through, for the route's own 404."""
+    from determined.master.db import Task
+
     with master_of(request).db.read() as session:
         row = session.get(NtscTask, task_id)
+        ws = int(getattr(row, "workspace_id", None) or 1) if row is not None else None
+        trial_id = None
         if row is None:
-            from determined.master.db import Task
-
             trial_id = session.scalar(select(Task.trial_id).where(Task.task_id == task_id))
-            if trial_id is None:
-                return
-        else:
-            ws = int(getattr(row, "workspace_id", None) or 1)
-    if row is None:
+    if ws is not None:
+        guard(request, p, permission, ws, f"task {task_id}")
+    elif trial_id is not None:
         trial_perm = (
             P.UPDATE_EXPERIMENT if permission is P.UPDATE_NSC else P.VIEW_EXPERIMENT_METADATA
         )
         require_trial(request, p, trial_id, trial_perm)
-        return
-    guard(request, p, permission, ws, f"task {task_id}")
 
 
 def require_workspace(request: Request, p: Principal, ws: int, permission: Permission) -> None:

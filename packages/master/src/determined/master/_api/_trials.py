@@ -355,8 +355,8 @@ def _metrics_stream(request: Request, p: Principal, group: str | None) -> Stream
     master = master_of(request)
     with master.db.read() as session:
         for trial_id in ids:
-            _get_run(session, trial_id)
-            require_trial(request, p, trial_id, P.VIEW_EXPERIMENT_METADATA)
+            run = _get_run(session, trial_id)
+            require_trial(request, p, run.id, P.VIEW_EXPERIMENT_METADATA)
         rows = list(
             session.scalars(
                 select(Metric)
