@@ -41,6 +41,7 @@ from determined.experimental._experiment import (
 )
 from determined.experimental._metrics import TrainingMetrics, TrialMetrics, ValidationMetrics
 from determined.experimental._model import Model, ModelOrderBy, ModelSortBy, ModelVersion
+from determined.experimental._project import Project
 from determined.experimental._trial import LogLevel, Trial, TrialOrderBy, TrialSortBy, TrialState
 from determined.experimental._user import User
 from determined.experimental._util import OrderBy
@@ -70,6 +71,7 @@ __all__ = [
     "ModelSortBy",
     "ModelVersion",
     "OrderBy",
+    "Project",
     "TrainingMetrics",
     "Trial",
     "TrialMetrics",
