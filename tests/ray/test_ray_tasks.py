@@ -5,35 +5,16 @@ address of the node Ray placed it on."""
 from __future__ import annotations
 
 import pathlib
-import time
 from collections.abc import Callable
 from typing import Any
 
 import requests
+from tasks.harness import http_server_source, wait_for
 
 from determined.client import Client, read_context_dir
 from determined.master._core._tasks import TaskSpec
 
-SERVER = r"""
-import http.server, os
-class Handler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = f"on ray at {self.path}".encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-http.server.HTTPServer(("0.0.0.0", int(os.environ["DET_TASK_PORT"])), Handler).serve_forever()
-"""
-
-
-def _wait(predicate: Callable[[], Any], what: str, timeout: float = 120.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (value := predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.1)
-    return value
+SERVER = http_server_source("ray")
 
 
 def test_command_and_proxied_task_on_ray(
@@ -67,4 +48,4 @@ def test_command_and_proxied_task_on_ray(
         assert (answer.status_code, answer.text) == (200, f"on ray at /proxy/{view.task_id}/x")
     finally:
         tasks.stop(view.task_id, "test over")
-    _wait(lambda: tasks.is_done(view.task_id), "the proxied task to end")
+    wait_for(lambda: tasks.is_done(view.task_id), "the proxied task to end", 120)

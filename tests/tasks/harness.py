@@ -40,3 +40,20 @@ def wait_command(api: Client, command_id: str, *states: str, timeout: float = 60
 def log_text(session: Session, task_id: str) -> str:
     """Every log line of a task so far, joined."""
     return "".join(e.get("log") or "" for e in Client(session).tasks.logs(task_id))
+
+
+def http_server_source(label: str) -> str:
+    """Python source of a proxied task: an HTTP server on ``$DET_TASK_PORT`` (all interfaces, so a
+    remote node's proxy reaches it) answering ``on {label} at {path}`` to every GET."""
+    return (
+        "import http.server, os\n"
+        "class Handler(http.server.BaseHTTPRequestHandler):\n"
+        "    def do_GET(self):\n"
+        f"        body = f'on {label} at {{self.path}}'.encode()\n"
+        "        self.send_response(200)\n"
+        "        self.send_header('Content-Length', str(len(body)))\n"
+        "        self.end_headers()\n"
+        "        self.wfile.write(body)\n"
+        "http.server.HTTPServer(('0.0.0.0', int(os.environ['DET_TASK_PORT'])), Handler)"
+        ".serve_forever()\n"
+    )

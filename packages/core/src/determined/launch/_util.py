@@ -42,8 +42,9 @@ def run_forwarding_signals(
     """Start ``cmd`` and forward SIGTERM/SIGINT to it until it exits; returns the finished process.
 
     With ``whole_group`` the child leads a new process group and signals go to the whole group, so a
-    launcher's grandchildren (torchrun's workers) are terminated too. ``on_start`` runs right after
-    the child starts (e.g. to start threads that read its pipes).
+    launcher's grandchildren (torchrun's workers) are terminated too. ``on_start`` runs once the child
+    started and the forwarding handlers are in place (e.g. to start threads that read its pipes), so
+    no one can see the child's output and signal us before a signal would be forwarded.
     """
     try:
         proc: subprocess.Popen[bytes] = subprocess.Popen(
@@ -65,14 +66,15 @@ def run_forwarding_signals(
         except ProcessLookupError:
             pass
 
-    if on_start is not None:
-        on_start(proc)
     previous = {}
     for signum in FORWARDED_SIGNALS:
         try:
             previous[signum] = signal.signal(signum, forward)
         except ValueError:  # not the main thread: cannot install handlers
             pass
+    # only now may the child's output be read: whoever sees it may signal us at once
+    if on_start is not None:
+        on_start(proc)
     try:
         proc.wait()
     finally:
