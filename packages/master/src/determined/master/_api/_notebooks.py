@@ -5,41 +5,29 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Request
-from sqlalchemy import select
 
 from determined.master._api._access import (
     P,
     acting_user,
     on_task,
     task_workspace,
-    visible_tasks,
 )
 from determined.master._api._deps import (
     Principal,
     authenticate,
-    int_param,
     json_body,
-    master_of,
     notebooks_of,
 )
+from determined.master._api._ntsc_lists import list_tasks
 from determined.master._core._context import ContextError, pack_files
 from determined.master._core._notebooks import NotebookLaunch, notebook_config, service_address
 from determined.master._core._task_records import ntsc_json
-from determined.master._wire import APIError, get, pagination
-from determined.master.db import User
+from determined.master._wire import APIError, get
 
 if TYPE_CHECKING:
     from determined.master._core._tasks import TaskView
 
 router = APIRouter(tags=["Notebooks"])
-
-SORT_KEYS = {
-    "SORT_BY_UNSPECIFIED": lambda n: n["id"],
-    "SORT_BY_ID": lambda n: n["id"],
-    "SORT_BY_DESCRIPTION": lambda n: n["description"],
-    "SORT_BY_START_TIME": lambda n: n["startTime"],
-    "SORT_BY_WORKSPACE_ID": lambda n: n["workspaceId"],
-}
 
 
 def notebook_json(view: TaskView) -> dict[str, Any]:
@@ -97,32 +85,7 @@ def _preview_json(config: dict[str, Any], principal: Principal) -> dict[str, Any
 def get_notebooks(request: Request, principal: Principal = Depends(authenticate)) -> dict[str, Any]:
     """Notebooks (filters ``users``/``userIds``, ``sortBy``, ``orderBy``, ``offset``, ``limit``),
     with ``pagination``."""
-    q = request.query_params
-    owner_ids = [int(int_param(x, "userIds") or 0) for x in q.getlist("userIds")]
-    names = q.getlist("users")
-    if names:
-        with master_of(request).db.read() as session:
-            owner_ids += list(session.scalars(select(User.id).where(User.username.in_(names))))
-        if not owner_ids:
-            return {"notebooks": [], "pagination": pagination(0, 0, 0, 0)}
-    sort_by = q.get("sortBy") or "SORT_BY_ID"
-    if sort_by not in SORT_KEYS:
-        raise APIError(400, f"sortBy: must be one of {', '.join(SORT_KEYS)}")
-    order = q.get("orderBy") or "ORDER_BY_ASC"
-    if order not in ("ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC"):
-        raise APIError(400, "orderBy: must be ORDER_BY_ASC or ORDER_BY_DESC")
-    offset = int_param(q.get("offset"), "offset", 0) or 0
-    limit = int_param(q.get("limit"), "limit", 0) or 0
-    if limit < 0:
-        raise APIError(400, "limit: must be >= 0")
-    views = visible_tasks(request, principal, notebooks_of(request).list(owner_ids or None))
-    rows = [notebook_json(v) for v in views]
-    rows.sort(key=SORT_KEYS[sort_by], reverse=order == "ORDER_BY_DESC")
-    total = len(rows)
-    if offset < 0:
-        offset = max(total + offset, 0)
-    page = rows[offset : offset + limit] if limit else rows[offset:]
-    return {"notebooks": page, "pagination": pagination(offset, limit, len(page), total)}
+    return list_tasks(request, principal, "notebooks", notebooks_of(request).list, notebook_json)
 
 
 @router.get("/api/v1/notebooks/{notebook_id}", dependencies=[on_task(P.VIEW_NSC, "notebook_id")])

@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Depends, Request
-from sqlalchemy import select
 
 from determined.master._api._access import (
     P,
@@ -17,34 +16,25 @@ from determined.master._api._access import (
     require_trial,
     task_workspace,
     visible,
-    visible_tasks,
 )
 from determined.master._api._deps import (
     Principal,
     authenticate,
-    int_param,
     json_body,
     master_of,
     tensorboards_of,
 )
+from determined.master._api._ntsc_lists import list_tasks
 from determined.master._core._context import ContextError, pack_files
 from determined.master._core._task_records import ntsc_json
 from determined.master._core._tensorboards import TensorboardLaunch, tensorboard_extra
-from determined.master._wire import APIError, get, pagination
-from determined.master.db import Experiment, User
+from determined.master._wire import APIError, get
+from determined.master.db import Experiment
 
 if TYPE_CHECKING:
     from determined.master._core._tasks import TaskView
 
 router = APIRouter(tags=["Tensorboards"])
-
-SORT_KEYS = {
-    "SORT_BY_UNSPECIFIED": lambda t: t["id"],
-    "SORT_BY_ID": lambda t: t["id"],
-    "SORT_BY_DESCRIPTION": lambda t: t["description"],
-    "SORT_BY_START_TIME": lambda t: t["startTime"],
-    "SORT_BY_WORKSPACE_ID": lambda t: t["workspaceId"],
-}
 
 
 def tensorboard_json(view: TaskView) -> dict[str, Any]:
@@ -117,32 +107,9 @@ def get_tensorboards(
 ) -> dict[str, Any]:
     """TensorBoards (filters ``users``/``userIds``, ``sortBy``, ``orderBy``, ``offset``,
     ``limit``), with ``pagination``."""
-    q = request.query_params
-    owner_ids = [int(int_param(x, "userIds") or 0) for x in q.getlist("userIds")]
-    names = q.getlist("users")
-    if names:
-        with master_of(request).db.read() as session:
-            owner_ids += list(session.scalars(select(User.id).where(User.username.in_(names))))
-            if not owner_ids:
-                return {"tensorboards": [], "pagination": pagination(0, 0, 0, 0)}
-    sort_by = q.get("sortBy") or "SORT_BY_ID"
-    if sort_by not in SORT_KEYS:
-        raise APIError(400, f"sortBy: must be one of {', '.join(SORT_KEYS)}")
-    order = q.get("orderBy") or "ORDER_BY_ASC"
-    if order not in ("ORDER_BY_UNSPECIFIED", "ORDER_BY_ASC", "ORDER_BY_DESC"):
-        raise APIError(400, "orderBy: must be ORDER_BY_ASC or ORDER_BY_DESC")
-    offset = int_param(q.get("offset"), "offset", 0) or 0
-    limit = int_param(q.get("limit"), "limit", 0) or 0
-    if limit < 0:
-        raise APIError(400, "limit: must be >= 0")
-    views = visible_tasks(request, principal, tensorboards_of(request).list(owner_ids or None))
-    rows = [tensorboard_json(v) for v in views]
-    rows.sort(key=SORT_KEYS[sort_by], reverse=order == "ORDER_BY_DESC")
-    total = len(rows)
-    if offset < 0:
-        offset = max(total + offset, 0)
-    page = rows[offset : offset + limit] if limit else rows[offset:]
-    return {"tensorboards": page, "pagination": pagination(offset, limit, len(page), total)}
+    return list_tasks(
+        request, principal, "tensorboards", tensorboards_of(request).list, tensorboard_json
+    )
 
 
 @router.get(
