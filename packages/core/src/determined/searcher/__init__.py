@@ -17,6 +17,7 @@ from determined.searcher._method import SearchContext, SearchMethod
 from determined.searcher._nprand import RandomState
 from determined.searcher._sampling import (
     grid_axis,
+    grid_size,
     hparam_grid,
     new_create,
     new_request_id,
@@ -36,6 +37,7 @@ __all__ = [
     "Stop",
     "action_from_dict",
     "grid_axis",
+    "grid_size",
     "hparam_grid",
     "new_create",
     "new_request_id",

@@ -215,3 +215,43 @@ def hparam_grid(hyperparameters: Mapping[str, Any]) -> list[dict[str, Any]]:
             node[route[-1]] = copy.deepcopy(value)
         points.append(point)
     return points
+
+
+def _axis_length(spec: Any, path: str) -> int:
+    if not isinstance(spec, Mapping):
+        return 1
+    kind = _kind(spec, path)
+    if kind == "const":
+        return 1
+    if kind == "categorical":
+        return len(_categorical_vals(spec, path))
+    count = _count(spec, path)
+    if kind == "int":
+        low, high = _bounds(spec, path, integer=True)
+        return max(min(count, high - low + 1), 1)
+    return count
+
+
+def _leaf_lengths(spec: Any, route: tuple[str, ...]) -> list[int]:
+    if _is_nested(spec):
+        out: list[int] = []
+        for name in sorted(spec):
+            out.extend(_leaf_lengths(spec[name], (*route, name)))
+        return out
+    return [_axis_length(spec, ".".join(route))]
+
+
+def grid_size(hyperparameters: Mapping[str, Any]) -> int:
+    """How many points :func:`hparam_grid` would give, computed without enumerating any.
+
+    The product of each leaf's axis length (``count``, clamped to the integers in range for
+    ``int``; the number of values for ``categorical``; 1 for ``const``), nested sections
+    included. Masters use it to refuse a grid too big to enumerate (28 axes of 10 is 10**28).
+
+    Raises:
+        ValueError: a leaf is malformed (no ``count``, bad bounds), naming its path.
+    """
+    lengths: list[int] = []
+    for name in sorted(hyperparameters):
+        lengths.extend(_leaf_lengths(hyperparameters[name], (name,)))
+    return math.prod(lengths)

@@ -10,7 +10,7 @@ from determined.master.searchers._adaptive_asha import Bracket
 from determined.master.searchers._asha import rung_units
 from determined.master.searchers._config import get_divisor, get_int, get_length, searcher_section
 from determined.master.searchers._plugin import _bracket_rungs
-from determined.searcher import hparam_grid
+from determined.searcher import grid_size
 
 
 def _full_length(count: int) -> dict[str, Any]:
@@ -101,7 +101,7 @@ def preview(config: Mapping[str, Any]) -> dict[str, Any]:
     elif name == "random":
         trials = [_full_length(get_int(section, "max_trials", None, 1))]
     elif name == "grid":
-        trials = [_full_length(len(hparam_grid(config.get("hyperparameters") or {})))]
+        trials = [_full_length(grid_size(config.get("hyperparameters") or {}))]
     elif name in ("adaptive_asha", "async_halving"):
         time_metric, max_time = get_length(section)
         divisor = get_divisor(section)
