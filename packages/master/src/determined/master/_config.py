@@ -8,6 +8,8 @@ from typing import Any
 
 import yaml
 
+from determined.master._limits import Limits, default_storage_roots
+
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
@@ -43,7 +45,15 @@ class MasterConfig:
             manage users); ``security.authz.default_workspace_role`` is the role every user holds
             on the default workspace (``Editor``; ``none`` for no default membership).
             ``security.token.default_lifespan_days`` / ``max_lifespan_days`` bound access tokens
-            (30 and 30 by default; ``-1``: upstream's maximum).
+            (30 and 30 by default; ``-1``: upstream's maximum). ``security.tls.cert`` /
+            ``security.tls.key``: serve HTTPS with this certificate (PEM) and private key.
+        limits: the guards of a shared master (``determined.master._limits.Limits``: search
+            size, request body, context and hyperparameter sizes, per-user quotas).
+        checkpoint_storage_roots: directories under which experiments and workspaces may put
+            local checkpoint storage (None: the data dir, the master's checkpoint directory
+            and the system temporary directory).
+        tls_cert: the ``--tls-cert`` flag (overrides ``security.tls.cert``).
+        tls_key: the ``--tls-key`` flag (overrides ``security.tls.key``).
     """
 
     host: str = "127.0.0.1"
@@ -58,6 +68,36 @@ class MasterConfig:
     ray_address: str | None = None
     slurm: bool = False
     security: dict[str, Any] | None = None
+    limits: dict[str, Any] | None = None
+    checkpoint_storage_roots: list[str] | None = None
+    tls_cert: str | None = None
+    tls_key: str | None = None
+
+    def limits_config(self) -> Limits:
+        """The parsed ``limits`` section."""
+        return Limits.from_section(self.limits)
+
+    def storage_roots(self) -> list[str]:
+        """Where local checkpoint storage may live (``checkpoint_storage_roots`` or defaults)."""
+        if self.checkpoint_storage_roots is not None:
+            return [str(pathlib.Path(r).expanduser()) for r in self.checkpoint_storage_roots]
+        return default_storage_roots(self.resolved_data_dir(), self.checkpoint_storage_config())
+
+    def tls_files(self) -> tuple[str, str] | None:
+        """(certificate, private key) to serve HTTPS with, or None for plain HTTP."""
+        tls = (self.security or {}).get("tls") or {}
+        if not isinstance(tls, dict):
+            raise ValueError("security.tls: must be a mapping with cert and key")
+        cert = self.tls_cert or tls.get("cert")
+        key = self.tls_key or tls.get("key")
+        if not cert and not key:
+            return None
+        if not cert or not key:
+            raise ValueError("TLS needs both a certificate and a key (--tls-cert and --tls-key)")
+        for what, path in (("certificate", cert), ("key", key)):
+            if not pathlib.Path(str(path)).is_file():
+                raise ValueError(f"TLS {what} file {path} does not exist")
+        return str(cert), str(key)
 
     def resolved_data_dir(self) -> pathlib.Path:
         """The data directory, created if missing."""
@@ -128,3 +168,9 @@ class MasterConfig:
         if self.slots is not None and int(self.slots) < 0:
             raise ValueError(f"slots must be >= 0, got {self.slots}")
         self.authz_settings()
+        self.limits_config()
+        if self.checkpoint_storage_roots is not None and not isinstance(
+            self.checkpoint_storage_roots, list
+        ):
+            raise ValueError("checkpoint_storage_roots: must be a list of directories")
+        self.tls_files()
