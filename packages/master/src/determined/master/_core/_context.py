@@ -46,8 +46,13 @@ def _safe_relpath(path: str, where: str) -> str:
     return norm
 
 
-def pack_files(files: Iterable[dict[str, Any]]) -> bytes | None:
+def pack_files(
+    files: Iterable[dict[str, Any]], max_bytes: int = MAX_CONTEXT_BYTES
+) -> bytes | None:
     """Turn upstream ``File`` objects into a tar.gz; None when there are none.
+
+    ``max_bytes`` bounds the files' total size (the master config's
+    ``limits.max_context_bytes``; 0 or less: no bound).
 
     Raises:
         ContextError: a hostile or malformed entry, or a context over :data:`MAX_CONTEXT_BYTES`.
@@ -90,10 +95,11 @@ def pack_files(files: Iterable[dict[str, Any]]) -> bytes | None:
                         f"{where}: content of {path!r} is not valid base64"
                     ) from None
                 total += len(content)
-                if total > MAX_CONTEXT_BYTES:
+                if 0 < max_bytes < total:
                     raise ContextError(
-                        f"the model definition is larger than {MAX_CONTEXT_BYTES // (1024 * 1024)} MiB;"
-                        " use a .detignore file to leave large files out"
+                        f"the model definition is larger than the master's limit of {max_bytes}"
+                        " bytes (limits.max_context_bytes); use a .detignore file to leave large"
+                        " files out"
                     )
                 info.size = len(content)
                 tar.addfile(info, io.BytesIO(content))
@@ -103,8 +109,11 @@ def pack_files(files: Iterable[dict[str, Any]]) -> bytes | None:
                     " (53) are allowed"
                 )
     data = buffer.getvalue()
-    if len(data) > MAX_CONTEXT_BYTES:
-        raise ContextError(f"the model definition is larger than {MAX_CONTEXT_BYTES // 2**20} MiB")
+    if 0 < max_bytes < len(data):
+        raise ContextError(
+            f"the model definition is larger than the master's limit of {max_bytes} bytes"
+            " (limits.max_context_bytes)"
+        )
     return data
 
 
