@@ -1,7 +1,12 @@
 """One HTTP session to the master: JSON encoding, auth headers, error mapping and safe retries.
 
 Only idempotent requests are retried (GET, PUT, DELETE, and calls the client marks idempotent): retrying a
-POST that reached the master could report a metric or a checkpoint twice.
+POST that reached the master could report a metric or a checkpoint twice. A POST is retried only when it
+certainly did not take effect: the connection was never made, or the master answered 503.
+
+A trial's session (``allocation_token=True``) rides out a master restart or a database outage: it retries
+for a *retry window* (``DET_MASTER_RETRY_WINDOW`` seconds, default :data:`DEFAULT_RETRY_WINDOW_S`)
+instead of a fixed number of attempts, with a backoff capped at :data:`MAX_BACKOFF_S`.
 """
 
 from __future__ import annotations
@@ -20,6 +25,43 @@ if TYPE_CHECKING:
 
 ALLOCATION_TOKEN_HEADER = "Grpc-Metadata-x-allocation-token"
 IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+RETRY_WINDOW_ENV = "DET_MASTER_RETRY_WINDOW"
+DEFAULT_RETRY_WINDOW_S = 600.0
+"""How long a trial's requests keep retrying an unreachable master (10 minutes: a master upgrade or
+crash-and-restart of 5 minutes must not fail a running trial)."""
+MAX_BACKOFF_S = 2.0
+
+
+def retry_window_from_env() -> float:
+    """The retry window of trial sessions: ``DET_MASTER_RETRY_WINDOW`` seconds, else the default.
+
+    Raises:
+        ValueError: the variable is set but is no non-negative number.
+    """
+    import os
+
+    text = os.environ.get(RETRY_WINDOW_ENV, "").strip()
+    if not text:
+        return DEFAULT_RETRY_WINDOW_S
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{RETRY_WINDOW_ENV}: {text!r} is not a number of seconds") from None
+    if not value >= 0:
+        raise ValueError(f"{RETRY_WINDOW_ENV}: must be >= 0 seconds, got {text!r}")
+    return value
+
+
+def _never_sent(exc: Exception) -> bool:
+    """Whether a ``requests.ConnectionError`` happened before the request left this machine
+    (connection refused, connect timeout): retrying such a POST cannot duplicate it."""
+    import requests
+    from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
+
+    if isinstance(exc, requests.ConnectTimeout):
+        return True
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return isinstance(reason, (NewConnectionError, ConnectTimeoutError))
 
 
 def _sanitize(value: Any) -> Any:
@@ -65,6 +107,9 @@ class Session:
             allocation token a trial got in its ClusterInfo.
         cert: a CA bundle path, ``False`` to skip verification, or ``None`` for the default.
         max_retries: attempts for idempotent requests on connection errors and 502/503/504.
+        retry_window: seconds to keep retrying instead of ``max_retries`` attempts (the first failure
+            starts the window). Default: none, but a session with ``allocation_token=True`` (a
+            trial's) takes :func:`retry_window_from_env`.
     """
 
     def __init__(
@@ -76,8 +121,12 @@ class Session:
         cert: str | bool | None = None,
         max_retries: int = 5,
         backoff: float = 0.5,
+        retry_window: float | None = None,
     ) -> None:
         self.master_url = master_url.rstrip("/")
+        if retry_window is None and allocation_token:
+            retry_window = retry_window_from_env()
+        self.retry_window = retry_window
         self.token = token
         self.allocation_token = allocation_token
         self.cert = cert
@@ -122,26 +171,45 @@ class Session:
         import requests
 
         retry = method in IDEMPOTENT_METHODS if idempotent is None else idempotent
-        attempts = self.max_retries if retry else 1
         url = f"{self.master_url}/{path.lstrip('/')}"
         data = encode_json(body) if body is not None else None
-        for attempt in range(attempts):
+        attempt = 0
+        window_end: float | None = None
+        while True:
             try:
                 response = self._http().request(
                     method, url, data=data, params=params, headers=self.headers(), timeout=timeout
                 )
             except requests.ConnectionError as exc:
-                if attempt + 1 >= attempts:
-                    raise _errors.MasterNotFoundError(
-                        f"cannot reach the master at {self.master_url}: {exc}"
-                    ) from exc
+                failure: Exception = _errors.MasterNotFoundError(
+                    f"cannot reach the master at {self.master_url}: {exc}"
+                )
+                failure.__cause__ = exc
+                retryable = retry or _never_sent(exc)
             else:
-                if response.status_code in (502, 503, 504) and attempt + 1 < attempts:
-                    pass
-                else:
+                status = response.status_code
+                retryable = status == 503 or (retry and status in (502, 504))
+                if not retryable:
                     return self._decode(method, path, response)
-            time.sleep(self.backoff * (2**attempt))
-        raise AssertionError("unreachable")
+                try:
+                    self._decode(method, path, response)
+                except _errors.APIError as exc:
+                    failure = exc
+            attempt += 1
+            if not retryable:
+                raise failure
+            now = time.monotonic()
+            if self.retry_window is not None:
+                if window_end is None:
+                    window_end = now + self.retry_window
+                if now >= window_end:
+                    raise failure
+                delay = min(self.backoff * (2 ** (attempt - 1)), MAX_BACKOFF_S, window_end - now)
+            else:
+                if attempt >= (self.max_retries if retry else 1):
+                    raise failure
+                delay = self.backoff * (2 ** (attempt - 1))
+            time.sleep(delay)
 
     def stream(
         self, path: str, *, params: dict[str, Any] | None = None, timeout: float | None = None

@@ -191,11 +191,18 @@ class Master:
             self._thread.join(0.5)
 
     def request_stop(self) -> None:
+        """Begin a graceful stop (the SIGTERM handler): running trials are left to the next start's
+        recovery, never failed because this master goes away."""
+        if self._manager is not None:
+            self._manager.begin_shutdown()
         if self._server is not None:
             self._server.should_exit = True
 
     def stop(self) -> None:
-        """Stop serving, kill running trials and close the database."""
+        """Stop serving, kill running trials and close the database. Trials stay non-terminal: a
+        master started on the same database resumes them from their latest checkpoints."""
+        if self._manager is not None:
+            self._manager.begin_shutdown()
         if self._server is not None:
             self._server.should_exit = True
         if self._thread is not None:

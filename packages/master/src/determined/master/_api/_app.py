@@ -270,6 +270,16 @@ def create_app(master: Master) -> FastAPI:
 
     @app.exception_handler(Exception)
     async def internal_error(request: Request, exc: Exception) -> JSONResponse:
+        from determined.master._core._db_errors import RETRY_AFTER_S, unavailable
+
+        outage = unavailable(exc)
+        if outage is not None:  # a database outage: nothing committed, the client may retry
+            logger.warning("master: %s %s: %s", request.method, request.url.path, outage.message)
+            return JSONResponse(
+                error_body(503, outage.message),
+                status_code=503,
+                headers={"Retry-After": str(RETRY_AFTER_S)},
+            )
         logger.error(
             "master: unhandled error on %s %s:\n%s",
             request.method,

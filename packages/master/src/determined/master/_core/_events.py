@@ -61,6 +61,9 @@ class AllocationEvents:
         self._thread: threading.Thread | None = None
         self.tasks: Any = None
         """The tasks service (commands, notebooks, ...): the events of its allocations go there."""
+        self.shutting_down = False
+        """Set when the master begins a graceful stop: a trial that fails from then on (its master is
+        going away) is left to start-up recovery, exactly as after a crash, instead of being failed."""
 
     # ResourceManagerEvents (called from RM threads) -------------------------------------------
 
@@ -242,6 +245,15 @@ class AllocationEvents:
     def _exited(self, allocation_id: str, exit_code: int | None, error: str | None) -> None:
         if self.tasks is not None and self.tasks.owns(allocation_id):
             self.tasks.exited(allocation_id, exit_code, error)
+            return
+        if self.shutting_down and (error is not None or exit_code != 0):
+            # Its allocation stays open: the next master's recovery resumes the trial from its
+            # latest checkpoint, as it does after a SIGKILL. A clean exit is still recorded.
+            logger.info(
+                "master: allocation %s exited (%s) while the master stops; left to recovery",
+                allocation_id,
+                error or f"code {exit_code}",
+            )
             return
         with self._transactions.txn() as session:
             alloc = self._allocations.mark_exited(session, allocation_id, exit_code, error)

@@ -171,6 +171,11 @@ class Manager:
         recover(self.transactions, self._rm, self.searcher_states, self.lifecycle, self.trial_exits)
         self.tasks.recover()
 
+    def begin_shutdown(self) -> None:
+        """The master is about to stop (SIGTERM, ``det-master down``): from now on a trial that
+        fails is not marked failed; start-up recovery resumes it, as after a crash."""
+        self.events.shutting_down = True
+
     def stop(self) -> None:
         """Drain the metrics writer and the event queue; cancel preemption timers."""
         if self._metrics_writer is not None:

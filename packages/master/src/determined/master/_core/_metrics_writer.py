@@ -204,5 +204,11 @@ class MetricsWriter:
 
 
 def _internal(exc: BaseException) -> APIError:
+    from determined.master._core._db_errors import unavailable
+
+    outage = unavailable(exc)  # a locked/restarting database: 503, the trial retries
+    if outage is not None:
+        logger.warning("storing metrics failed: %s", outage.message)
+        return outage
     logger.error("storing metrics failed: %s", exc, exc_info=exc)
     return APIError(500, f"storing metrics failed: {exc}")
