@@ -141,8 +141,10 @@ class Session:
             import requests
 
             http = requests.Session()
-            if self.cert is not None:
-                http.verify = self.cert
+            from determined.client._tls import configure_tls
+
+            # None: DET_MASTER_CERT_FILE / DET_MASTER_CERT_NAME decide (upstream's variables).
+            configure_tls(http, self.cert, getattr(self, "cert_name", None))
             self._local.http = http
         return http
 
