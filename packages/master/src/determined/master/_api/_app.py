@@ -36,6 +36,7 @@ from determined.master._api._deps import (
     json_body,
     log_settings_of,
     master_of,
+    path_ints_in_range,
     require_admin,
 )
 from determined.master._wire import APIError, error_body, get, pagination
@@ -230,6 +231,7 @@ def create_app(master: Master) -> FastAPI:
 
     app = FastAPI(
         lifespan=lifespan,
+        dependencies=[Depends(path_ints_in_range)],
         title="det master",
         version=master.version,
         description="Determined-compatible REST API of det-master.",

@@ -353,13 +353,30 @@ def require_admin(principal: Principal) -> None:
         raise APIError(403, "only an admin may do this")
 
 
+INT64_MAX = 2**63 - 1
+"""The largest id or count a database column holds; larger integers are refused with a 400."""
+
+
 def int_param(value: Any, name: str, default: int | None = None) -> int | None:
     if value in (None, ""):
         return default
     try:
-        return int(value)
-    except (TypeError, ValueError):
-        raise APIError(400, f"{name}: must be an integer, got {value!r}") from None
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
+        raise APIError(400, f"{name}: must be an integer, got {value!r:.100}") from None
+    if not -INT64_MAX <= number <= INT64_MAX:
+        raise APIError(400, f"{name}: {number} is out of range (64-bit integers only)")
+    return number
+
+
+async def path_ints_in_range(request: Request) -> None:
+    """An app-wide dependency: 400 for an integer path parameter beyond 64 bits (the database
+    driver cannot even look it up). Async, so hot routes pay no thread hop for it."""
+    for name, value in request.path_params.items():
+        text = value.strip() if isinstance(value, str) else ""
+        digits = text.lstrip("+-")
+        if digits.isdigit() and len(digits) > 18 and (len(digits) > 19 or int(digits) > INT64_MAX):
+            raise APIError(400, f"{name}: {text:.40} is out of range (64-bit integers only)")
 
 
 def bool_param(value: Any, default: bool = False) -> bool:
