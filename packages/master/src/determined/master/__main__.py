@@ -43,6 +43,14 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="submit trials as jobs to the Slurm cluster of this (login) node (docs/slurm.md)",
     )
+    up.add_argument(
+        "--tls-cert",
+        default=None,
+        help="serve HTTPS with this certificate (PEM; security.tls.cert)",
+    )
+    up.add_argument(
+        "--tls-key", default=None, help="the certificate's private key (PEM; security.tls.key)"
+    )
     up.add_argument("--daemon", action="store_true", help="run in the background (pid + log file)")
     down = sub.add_parser("down", help="stop a master started with --daemon")
     down.add_argument("--data-dir", default=None)
@@ -64,6 +72,8 @@ def _config(args: argparse.Namespace) -> MasterConfig:
             "cluster_name",
             "ray_address",
             "slurm",
+            "tls_cert",
+            "tls_key",
         )
     }
     if args.config_file:

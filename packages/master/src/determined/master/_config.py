@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from determined.master._limits import Limits, default_storage_roots
+from determined.master._limits import Limits, default_storage_roots, local_storage_paths
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -78,10 +78,14 @@ class MasterConfig:
         return Limits.from_section(self.limits)
 
     def storage_roots(self) -> list[str]:
-        """Where local checkpoint storage may live (``checkpoint_storage_roots`` or defaults)."""
+        """Where local checkpoint storage may live: ``checkpoint_storage_roots`` (or, when unset,
+        the data dir and the system temporary directory), always with the master's own default
+        ``checkpoint_storage``."""
+        own = self.checkpoint_storage_config()
         if self.checkpoint_storage_roots is not None:
-            return [str(pathlib.Path(r).expanduser()) for r in self.checkpoint_storage_roots]
-        return default_storage_roots(self.resolved_data_dir(), self.checkpoint_storage_config())
+            roots = [str(pathlib.Path(r).expanduser()) for r in self.checkpoint_storage_roots]
+            return roots + [path for _, path in local_storage_paths(own)]
+        return default_storage_roots(self.resolved_data_dir(), own)
 
     def tls_files(self) -> tuple[str, str] | None:
         """(certificate, private key) to serve HTTPS with, or None for plain HTTP."""

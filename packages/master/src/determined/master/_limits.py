@@ -157,7 +157,9 @@ def quota_error(kind: str, active: int, limit: int, key: str) -> APIError:
 # storage roots
 
 
-def default_storage_roots(data_dir: str | os.PathLike[str], storage: Mapping[str, Any]) -> list[str]:
+def default_storage_roots(
+    data_dir: str | os.PathLike[str], storage: Mapping[str, Any]
+) -> list[str]:
     """The roots allowed when the master config names none: the data dir, the master's own
     checkpoint directory, and the system temporary directory."""
     roots = [os.fspath(data_dir), tempfile.gettempdir()]

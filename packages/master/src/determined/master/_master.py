@@ -16,6 +16,7 @@ from sqlalchemy import select
 
 from determined.master import _auth
 from determined.master._config import LOOPBACK_HOSTS, MasterConfig
+from determined.master._core import _tls_env
 from determined.master._core._manager import Manager
 from determined.master._core._tokens import TokenSettings
 from determined.master.db import ClusterMeta, Database, User
@@ -119,13 +120,19 @@ class Master:
                         )
                     )
             session.flush()
-            admin_user = session.scalar(select(User).where(User.username == "admin"))
-            empty = admin_user is not None and not admin_user.password_hash
+            empty = session.scalars(
+                select(User.username).where(
+                    User.admin.is_(True), User.active.is_(True), User.password_hash == ""
+                )
+            ).all()
         if empty and self.config.host not in LOOPBACK_HOSTS:
+            names = ", ".join(sorted(empty))
             raise RuntimeError(
-                f"refusing to listen on {self.config.host}: the admin user has an empty password."
-                " Start once with --initial-admin-password (or set a password) before serving"
-                " beyond this machine"
+                f"refusing to listen on {self.config.host}: admin user(s) {names} have an empty"
+                " password. Set one first: start the master on 127.0.0.1 (the default host) and"
+                f" run `det -m http://127.0.0.1:{self.config.port} user change-password"
+                f" {sorted(empty)[0]}`, or deactivate the user; a new data dir takes"
+                " --initial-admin-password"
             )
 
     def start(self) -> None:
@@ -147,6 +154,7 @@ class Master:
         )
         self._manager.authz.configure(*self.config.authz_settings())
         self._manager.tokens.settings = TokenSettings.from_security(self.config.security)
+        self._manager.tasks.limits = self.config.limits_config()
         sock = socket.socket(socket.AF_INET6 if ":" in self.config.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Accepted connections inherit this: without it, a keep-alive response written in two
@@ -159,14 +167,23 @@ class Master:
         self.port = sock.getsockname()[1]
         host = self.config.host if ":" not in self.config.host else f"[{self.config.host}]"
         connect_host = "127.0.0.1" if self.config.host in ("0.0.0.0", "") else host
-        self.url = f"http://{connect_host}:{self.port}"
+        tls = self.config.tls_files()
+        self.url = f"{'https' if tls else 'http'}://{connect_host}:{self.port}"
         self.manager.master_url = self.url
+        if tls:
+            _tls_env.register(self.url, tls[0], self.data_dir, connect_host)
         self.manager.start_dispatcher()
         self.rm.start(self.manager.events)
         self.manager.recover()
         app = create_app(self)
         config = uvicorn.Config(
-            app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=2
+            app,
+            log_level="warning",
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=2,
+            ssl_certfile=tls[0] if tls else None,
+            ssl_keyfile=tls[1] if tls else None,
         )
         self._server = uvicorn.Server(config)
         self._server.install_signal_handlers = lambda: None
@@ -216,6 +233,8 @@ class Master:
                 logger.exception("master: closing the resource manager failed")
         if self._sock is not None:
             self._sock.close()
+        if self.url:
+            _tls_env.unregister(self.url)
         logging.getLogger("determined.master").removeHandler(self._log_handler)
         self.db.close()
 

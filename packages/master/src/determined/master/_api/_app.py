@@ -241,6 +241,9 @@ def create_app(master: Master) -> FastAPI:
     )
     app.state.master = master
     app.state.auth_cache = AuthCache(master)
+    from determined.master._api._body_limit import BodyLimit
+
+    app.add_middleware(BodyLimit, limit=master.config.limits_config().max_request_body_bytes)
 
     @app.get("/openapi.json", include_in_schema=False)
     def openapi_alias() -> dict[str, Any]:

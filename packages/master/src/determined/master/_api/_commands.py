@@ -52,13 +52,14 @@ def command_argv(entrypoint: Any) -> list[str]:
     return items
 
 
-def context_of(body: dict[str, Any]) -> bytes | None:
-    """The uploaded ``files`` (upstream ``File`` objects) packed as a tarball; 400 when bad."""
+def context_of(body: dict[str, Any], max_bytes: int) -> bytes | None:
+    """The uploaded ``files`` (upstream ``File`` objects) packed as a tarball; 400 when bad or
+    over ``max_bytes`` (``limits.max_context_bytes``)."""
     files = body.get("files") or []
     if not isinstance(files, list):
         raise APIError(400, "files: must be a list of files")
     try:
-        return pack_files(files)
+        return pack_files(files, max_bytes)
     except ContextError as e:
         raise APIError(400, f"files: {e}") from None
 
@@ -164,7 +165,7 @@ def launch_command(
             argv=argv,
             config=config,
             description=description,
-            context=context_of(body),
+            context=context_of(body, master_of(request).config.limits_config().max_context_bytes),
             workspace_id=workspace_id,
         )
     )

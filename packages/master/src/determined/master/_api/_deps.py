@@ -160,13 +160,24 @@ def loads(raw: bytes) -> Any:
         return json.loads(raw)
 
 
+LARGE_BODY_BYTES = 256 * 1024
+"""Bodies larger than this are parsed on a worker thread instead of the event loop."""
+
+
 async def json_body(request: Request) -> dict[str, Any]:
     """The request body as a JSON object ({} when empty); 400 for malformed JSON."""
     raw = await request.body()
     if not raw.strip():
         return {}
     try:
-        body = loads(raw)
+        if len(raw) > LARGE_BODY_BYTES:
+            # Parsing megabytes takes a while: off the event loop, so other requests go on.
+            from starlette.concurrency import run_in_threadpool
+
+            request.state.large_body = True
+            body = await run_in_threadpool(loads, raw)
+        else:
+            body = loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
         raise APIError(400, f"malformed JSON body: {e}") from None
     if not isinstance(body, dict):

@@ -32,6 +32,8 @@ from determined.master._api._templates import with_template
 from determined.master._api._trial_sort import check_trial_sort, sort_trial_json
 from determined.master._core._context import ContextError, pack_files
 from determined.master._core._experiments import ExperimentPatch
+from determined.master._core._quotas import check_experiment_quota
+from determined.master._limits import check_search, check_storage_roots
 from determined.master._wire import TERMINAL_STATES, APIError, get, pagination, sub_object, unstate
 from determined.master.db import Experiment, Metric, Run, User
 from determined.master.db._visibility import experiments_visible
@@ -68,7 +70,7 @@ def validate_config(master: Any, raw: Any, storage: dict[str, Any] | None = None
     elif not isinstance(raw, dict):
         raise APIError(400, "config: must be YAML text or an object")
     try:
-        return expconf.validate_experiment_config(
+        validated = expconf.validate_experiment_config(
             raw,
             defaults={"checkpoint_storage": storage or master.config.checkpoint_storage_config()},
             require_entrypoint=True,
@@ -77,6 +79,14 @@ def validate_config(master: Any, raw: Any, storage: dict[str, Any] | None = None
         raise APIError(400, f"invalid experiment configuration: {e}") from None
     except ValueError as e:
         raise APIError(400, f"invalid experiment configuration: {e}") from None
+    # The shared-master guards, before anything is enumerated or stored (docs/security.md).
+    check_search(validated.config, master.config.limits_config())
+    check_storage_roots(
+        validated.config.get("checkpoint_storage"),
+        master.config.storage_roots(),
+        "checkpoint_storage",
+    )
+    return validated
 
 
 def _get_exp(session: Session, exp_id: int) -> Experiment:
@@ -108,7 +118,7 @@ def create_experiment(
     if not isinstance(files, list):
         raise APIError(400, "modelDefinition: must be a list of files")
     try:
-        tarball = pack_files(files)
+        tarball = pack_files(files, master.config.limits_config().max_context_bytes)
     except ContextError as e:
         raise APIError(400, f"modelDefinition: {e}") from None
     resources = config.get("resources") or {}
@@ -151,6 +161,7 @@ def create_experiment(
             "configWarnings": config_warnings,
         }
     activate = bool_param(get(body, "activate"), False)
+    check_experiment_quota(master.db, principal.user, master.config.limits_config())
     exp_id = experiments_of(request).create(
         owner_id=principal.user.id,
         config=config,

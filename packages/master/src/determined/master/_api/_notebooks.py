@@ -16,6 +16,7 @@ from determined.master._api._deps import (
     Principal,
     authenticate,
     json_body,
+    master_of,
     notebooks_of,
 )
 from determined.master._api._ntsc_lists import list_tasks
@@ -55,7 +56,7 @@ def launch_notebook(
         full = notebook_config(config)
         return {"notebook": _preview_json(full, principal), "config": full, "warnings": []}
     try:
-        context = pack_files(files)
+        context = pack_files(files, master_of(request).config.limits_config().max_context_bytes)
     except ContextError as exc:
         raise APIError(400, f"files: {exc}") from None
     launch = NotebookLaunch(

@@ -71,7 +71,7 @@ def launch_tensorboard(
     if not isinstance(files, list):
         raise APIError(400, "files: must be a list of files")
     try:
-        context = pack_files(files)
+        context = pack_files(files, master_of(request).config.limits_config().max_context_bytes)
     except ContextError as exc:
         raise APIError(400, f"files: {exc}") from None
     workspace_id = task_workspace(request, principal, body)

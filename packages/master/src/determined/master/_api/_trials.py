@@ -83,7 +83,12 @@ async def _report_many(
     The bodies are parsed here, on the request's thread; ``async`` with no thread hop: the
     group-commit writer resolves the request's future.
     """
-    parsed = parse_reports(reports)
+    if getattr(request.state, "large_body", False):
+        from starlette.concurrency import run_in_threadpool
+
+        parsed = await run_in_threadpool(parse_reports, reports)  # a big batch: off the loop
+    else:
+        parsed = parse_reports(reports)
     await metrics_writer_of(request).write_async(trial_id, parsed)
     return {}
 

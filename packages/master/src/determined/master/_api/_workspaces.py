@@ -23,6 +23,7 @@ from determined.master._api._deps import (
     master_of,
 )
 from determined.master._core._workspaces import UNSET, WorkspaceFields, Workspaces
+from determined.master._limits import check_storage_roots
 from determined.master._wire import APIError, get, pagination, sub_object
 
 router = APIRouter(tags=["Workspaces"])
@@ -136,6 +137,9 @@ def _fields(request: Request, body: dict[str, Any], prefix: str, *, patch: bool)
         raw = get(body, key)
         if raw is not None:  # null leaves it as it is (protojson's unset message); {} clears it
             values[key] = check(raw, pre + camel)
+            if key == "checkpoint_storage_config":
+                roots = master_of(request).config.storage_roots()
+                check_storage_roots(values[key], roots, pre + camel)
     pools = (
         ("default_compute_pool", ("default_compute_resource_pool", "default_compute_pool")),
         ("default_aux_pool", ("default_aux_resource_pool", "default_aux_pool")),

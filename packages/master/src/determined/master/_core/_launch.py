@@ -12,6 +12,7 @@ from typing import Any
 
 from determined import ClusterInfo, RendezvousInfo, ResourcesInfo, TrialInfo
 from determined.master._core._context import extract
+from determined.master._core._tls_env import tls_env
 
 
 def entrypoint_argv(entrypoint: str | list[str]) -> list[str]:
@@ -146,7 +147,7 @@ def prepare_trial(
             "DET_TASK_TYPE": "TRIAL",
             "DET_WORKDIR": str(work_dir),
             "DET_RUN_DIR": str(info_dir),
-            "DET_USE_TLS": "false",
+            **tls_env(master_url),
             "DET_EXPERIMENT_ID": str(experiment_id),
             "DET_TRIAL_ID": str(trial_id),
             "DET_TRIAL_RUN_ID": str(run_id),

@@ -19,6 +19,7 @@ from typing import Any
 
 from determined.master._core._context import extract
 from determined.master._core._launch import interpreter_bin_dir
+from determined.master._core._tls_env import tls_env
 
 PLACEHOLDERS = ("port", "base_path", "task_id", "work_dir")
 """The names an argv item may use as ``{name}``."""
@@ -114,7 +115,7 @@ def prepare_task(
             "DET_USER": user,
             "DET_USER_TOKEN": token,
             "DET_WORKDIR": str(work_dir),
-            "DET_USE_TLS": "false",
+            **tls_env(master_url),
         }
     )
     if slot_type == "cuda" and slot_ids:

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import select
 
 from determined.master import _auth
+from determined.master._core._quotas import check_task_quota
 from determined.master._core._task_logs import master_log
 from determined.master._core._task_records import (
     KINDS,
@@ -31,6 +32,7 @@ from determined.master._core._task_records import (
 )
 from determined.master._core._task_runs import LiveTask, TaskRuns
 from determined.master._core._task_watch import TaskWatchdog
+from determined.master._limits import Limits
 from determined.master._wire import APIError
 from determined.master.db import Allocation, Database, NtscTask, Task, User, UserSession, utcnow
 
@@ -58,6 +60,8 @@ class Tasks:
         self._rm = rm
         self.runs = TaskRuns(db, rm, data_dir, cluster_id, master_url)
         self.watchdog = TaskWatchdog(self.runs)
+        self.limits = Limits()
+        """The master config's limits (the master sets them; the per-user task quota)."""
 
     # ------------------------------------------------------------------------------------------
     # the live tasks (see TaskRuns)
@@ -167,6 +171,7 @@ class Tasks:
             user = session.get(User, spec.owner_id)
             if user is None:
                 raise APIError(400, f"owner: user {spec.owner_id} not found")
+            check_task_quota(session, user, self.limits)
             login = UserSession(
                 user_id=user.id,
                 token_hash=_auth.token_hash(token),
