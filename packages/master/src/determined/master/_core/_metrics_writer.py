@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from determined.master._core import _metrics
+from determined.master._core import _metric_tiles, _metrics
 from determined.master._core._metrics import MetricReport
 from determined.master._wire import APIError
 from determined.master.db import Experiment, Metric, Run
@@ -170,6 +170,7 @@ class MetricsWriter:
                         item.error = APIError(404, f"trial {trial_id} not found")
                     continue
                 seen_updates.extend(self._store_trial(session, run, config, items))
+            _metric_tiles.update_tiles(session, _stored(runs, by_trial))  # chart tiles (P2)
         # Committed: the rollback check of these groups need not run again for these runs.
         for seen, groups in seen_updates:
             seen.update(groups)
@@ -201,6 +202,17 @@ class MetricsWriter:
         if validations:
             self._on_validation(session, run, validations)
         return [(seen, {report.group for report in accepted})]
+
+
+def _stored(
+    runs: dict[int, Run], by_trial: dict[int, list[_Pending]]
+) -> list[tuple[Run, list[MetricReport]]]:
+    """Each trial's run and the reports of the batch stored for it (requests without an error)."""
+    return [
+        (runs[t], [r for item in items if item.error is None for r in item.reports])
+        for t, items in by_trial.items()
+        if t in runs
+    ]
 
 
 def _internal(exc: BaseException) -> APIError:

@@ -45,6 +45,7 @@ from determined.master.db._team_models import (
     Workspace,
     WorkspacePin,
 )
+from determined.master.db._tile_models import MetricTile, MetricTileSeries
 
 __all__ = [
     "BUILTIN_ROLE_IDS",
@@ -62,6 +63,8 @@ __all__ = [
     "Group",
     "GroupMembership",
     "Metric",
+    "MetricTile",
+    "MetricTileSeries",
     "Model",
     "ModelVersion",
     "NtscTask",

@@ -1,0 +1,428 @@
+"""Downsampled metric series kept at write time, so that a chart never reads raw metric rows.
+
+For each trial, metric group and metric, the numeric reports are summarised in *tiles*: buckets of
+x (``total_batches``) ``2**level`` wide, anchored at 0, each holding the count and the first, last,
+lowest and highest point. A trial keeps :data:`LEVELS` consecutive levels, the finest one with at
+most :data:`MAX_BUCKETS` buckets over ``[0, x_max]``; when the trial's x range doubles past that,
+the finest level is dropped and one coarser level is built from the old coarsest (never from raw
+rows). A chart of any width then reads one level: at most ``MAX_BUCKETS`` rows per trial, whatever
+the number of reports.
+
+Writes: :func:`update_tiles` is called once per committed batch of the metrics writer, inside its
+transaction, after the raw rows are stored. It aggregates the batch in Python (finest level from the
+reports, coarser levels from those aggregates) and merges the result with one multi-row
+``INSERT ... ON CONFLICT DO UPDATE``: no per-row round trip.
+
+Rollbacks: a trial resumed from an earlier checkpoint archives the reports of older runs from its
+first new report's step on (see ``_metrics.ingest_many``). ``metric_tile_series.run_id`` records
+which run the tiles were last written by; the first batch of a newer run in a group whose range it
+overlaps deletes that group's tiles from the start of the coarsest bucket holding the step and
+rebuilds them from the unarchived raw rows from there on (once per restart, not per batch).
+
+Raw rows stay where they were: exports (``det t metrics --csv``, the SDK's streams) read them.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection
+from sqlalchemy.orm import Session
+
+from determined.master._core._metrics import MetricReport
+from determined.master.db import Run
+
+MAX_BUCKETS = 2048
+"""Buckets over ``[0, x_max]`` at a trial's finest level (the widest chart reads at most these)."""
+LEVELS = 7
+"""Levels kept per trial: the finest and six coarser ones (2048 down to 32 buckets)."""
+
+Tile = list[Any]
+"""``[n, first_x, first_y, last_x, last_y, min_x, min_y, max_x, max_y]`` (mutable while merged)."""
+
+_TILE_COLUMNS = (
+    "trial_id, metric_group, metric, level, bucket, n, first_x, first_y, last_x, last_y, "
+    "min_x, min_y, max_x, max_y"
+)
+_MERGE = (
+    "n = metric_tiles.n + excluded.n, "
+    "first_x = CASE WHEN excluded.first_x < metric_tiles.first_x "
+    "THEN excluded.first_x ELSE metric_tiles.first_x END, "
+    "first_y = CASE WHEN excluded.first_x < metric_tiles.first_x "
+    "THEN excluded.first_y ELSE metric_tiles.first_y END, "
+    "last_x = CASE WHEN excluded.last_x >= metric_tiles.last_x "
+    "THEN excluded.last_x ELSE metric_tiles.last_x END, "
+    "last_y = CASE WHEN excluded.last_x >= metric_tiles.last_x "
+    "THEN excluded.last_y ELSE metric_tiles.last_y END, "
+    "min_x = CASE WHEN excluded.min_y < metric_tiles.min_y "
+    "THEN excluded.min_x ELSE metric_tiles.min_x END, "
+    "min_y = CASE WHEN excluded.min_y < metric_tiles.min_y "
+    "THEN excluded.min_y ELSE metric_tiles.min_y END, "
+    "max_x = CASE WHEN excluded.max_y > metric_tiles.max_y "
+    "THEN excluded.max_x ELSE metric_tiles.max_x END, "
+    "max_y = CASE WHEN excluded.max_y > metric_tiles.max_y "
+    "THEN excluded.max_y ELSE metric_tiles.max_y END"
+)
+
+
+def numeric(value: Any) -> float | None:
+    """A stored metric value as a finite float (numbers and numeric strings), else None."""
+    if type(value) is float:
+        return value if value - value == 0.0 else None
+    if isinstance(value, (int, float)):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def level_min(x_max: int) -> int:
+    """The finest level kept for a trial whose highest x is ``x_max``."""
+    level = 0
+    x_max = max(0, int(x_max))
+    while (x_max >> level) >= MAX_BUCKETS:
+        level += 1
+    return level
+
+
+def chart_level(x0: float, x1: float, width: int) -> int:
+    """The level whose buckets are at least ``(x1 - x0) / width`` wide (one per pixel column)."""
+    wanted = (x1 - x0) / max(1, width)
+    return 0 if wanted <= 1 else math.ceil(math.log2(wanted))
+
+
+def _ph(connection: Connection) -> str:
+    return "?" if connection.dialect.paramstyle == "qmark" else "%s"
+
+
+def _sql(connection: Connection, text: str) -> str:
+    return text.replace("?", "%s") if _ph(connection) == "%s" else text
+
+
+def _add(tiles: dict[tuple[str, int], Tile], key: tuple[str, int], x: int, y: float) -> None:
+    tile = tiles.get(key)
+    if tile is None:
+        tiles[key] = [1, x, y, x, y, x, y, x, y]
+        return
+    tile[0] += 1
+    if x < tile[1]:
+        tile[1] = x
+        tile[2] = y
+    if x >= tile[3]:
+        tile[3] = x
+        tile[4] = y
+    if y < tile[6]:
+        tile[5] = x
+        tile[6] = y
+    if y > tile[8]:
+        tile[7] = x
+        tile[8] = y
+
+
+def merge(into: Tile, later: Tile) -> None:
+    """Fold ``later`` (written after ``into``) into ``into``: the SQL upsert's rules in Python."""
+    into[0] += later[0]
+    if later[1] < into[1]:
+        into[1], into[2] = later[1], later[2]
+    if later[3] >= into[3]:
+        into[3], into[4] = later[3], later[4]
+    if later[6] < into[6]:
+        into[5], into[6] = later[5], later[6]
+    if later[8] > into[8]:
+        into[7], into[8] = later[7], later[8]
+
+
+def aggregate(
+    points: Iterable[tuple[int, dict[str, Any]]], level: int
+) -> dict[tuple[str, int], Tile]:
+    """Tiles ``{(metric, bucket): tile}`` at ``level`` of ``(x, avg metrics)`` in write order."""
+    tiles: dict[tuple[str, int], Tile] = {}
+    for x, values in points:
+        bucket = x >> level
+        for name, raw in values.items():
+            if type(raw) is float:
+                if raw - raw != 0.0:
+                    continue
+                y = raw
+            else:
+                number = numeric(raw)
+                if number is None:
+                    continue
+                y = number
+            _add(tiles, (name, bucket), x, y)
+    return tiles
+
+
+def coarser(tiles: dict[tuple[str, int], Tile]) -> dict[tuple[str, int], Tile]:
+    """The tiles one level up (two buckets into one)."""
+    out: dict[tuple[str, int], Tile] = {}
+    for (name, bucket), tile in sorted(tiles.items(), key=lambda item: item[0][1]):
+        key = (name, bucket >> 1)
+        have = out.get(key)
+        if have is None:
+            out[key] = list(tile)
+        else:
+            merge(have, tile)
+    return out
+
+
+def _levels(
+    finest: dict[tuple[str, int], Tile], low: int, high: int
+) -> Iterator[tuple[int, dict[tuple[str, int], Tile]]]:
+    """``(level, tiles)`` from ``low`` (``finest``) up to ``high`` inclusive."""
+    tiles = finest
+    for level in range(low, high + 1):
+        if level > low:
+            tiles = coarser(tiles)
+        yield level, tiles
+
+
+def _rows(
+    trial_id: int, group: str, level: int, tiles: dict[tuple[str, int], Tile]
+) -> Iterator[tuple[Any, ...]]:
+    for (name, bucket), tile in tiles.items():
+        yield (trial_id, group, name, level, bucket, *tile)
+
+
+def _upsert_tiles(connection: Connection, rows: list[tuple[Any, ...]]) -> None:
+    if not rows:
+        return
+    marks = ", ".join([_ph(connection)] * 14)
+    connection.exec_driver_sql(
+        f"INSERT INTO metric_tiles ({_TILE_COLUMNS}) VALUES ({marks}) "
+        f"ON CONFLICT (trial_id, metric_group, metric, level, bucket) DO UPDATE SET {_MERGE}",
+        rows,
+    )
+
+
+def _upsert_states(connection: Connection, rows: list[tuple[Any, ...]]) -> None:
+    if not rows:
+        return
+    marks = ", ".join([_ph(connection)] * 6)
+    connection.exec_driver_sql(
+        "INSERT INTO metric_tile_series (trial_id, metric_group, run_id, x_min, x_max, level_min) "
+        f"VALUES ({marks}) ON CONFLICT (trial_id, metric_group) DO UPDATE SET "
+        "run_id = excluded.run_id, x_min = excluded.x_min, x_max = excluded.x_max, "
+        "level_min = excluded.level_min",
+        rows,
+    )
+
+
+def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
+    for start in range(0, len(values), size):
+        yield values[start : start + size]
+
+
+def load_states(
+    connection: Connection, trial_ids: Sequence[int], group: str | None = None
+) -> dict[tuple[int, str], tuple[int, int, int, int]]:
+    """``{(trial, group): (run_id, x_min, x_max, level_min)}`` of ``trial_ids`` (one group or all)."""
+    out: dict[tuple[int, str], tuple[int, int, int, int]] = {}
+    for part in _chunks(list(trial_ids)):
+        marks = ", ".join("?" * len(part))
+        sql = (
+            "SELECT trial_id, metric_group, run_id, x_min, x_max, level_min "
+            f"FROM metric_tile_series WHERE trial_id IN ({marks})"
+        )
+        params: list[Any] = list(part)
+        if group is not None:
+            sql += " AND metric_group = ?"
+            params.append(group)
+        for t, g, run_id, x_min, x_max, low in connection.exec_driver_sql(
+            _sql(connection, sql), tuple(params)
+        ):
+            out[(t, g)] = (run_id, x_min, x_max, low)
+    return out
+
+
+def _raw_points(
+    connection: Connection, trial_id: int, group: str, start: int
+) -> list[tuple[int, dict[str, Any]]]:
+    """``(x, avg metrics)`` of the unarchived reports of a trial's group from x = ``start`` on,
+    in write order (only on a rollback and in the migration's backfill)."""
+    rows = connection.exec_driver_sql(
+        _sql(
+            connection,
+            "SELECT total_batches, metrics FROM metrics WHERE trial_id = ? AND metric_group = ? "
+            "AND archived = ? AND total_batches >= ? ORDER BY id",
+        ),
+        (trial_id, group, False, start),
+    )
+    out = []
+    for x, stored in rows:
+        if isinstance(stored, (str, bytes)):
+            stored = orjson.loads(stored)
+        values = stored.get("avg_metrics") if isinstance(stored, dict) else None
+        out.append((int(x), values if isinstance(values, dict) else {}))
+    return out
+
+
+def _promote(connection: Connection, trial_id: int, group: str, old: int, new: int) -> None:
+    """Move a trial's levels from ``old..old+LEVELS-1`` to ``new..new+LEVELS-1`` (``new > old``):
+    the new coarse levels are built from the old coarsest level, the fine ones dropped."""
+    top = old + LEVELS - 1
+    rows = connection.exec_driver_sql(
+        _sql(
+            connection,
+            "SELECT metric, bucket, n, first_x, first_y, last_x, last_y, min_x, min_y, max_x, "
+            "max_y FROM metric_tiles WHERE trial_id = ? AND metric_group = ? AND level = ?",
+        ),
+        (trial_id, group, top),
+    )
+    tiles = {(r[0], r[1]): list(r[2:]) for r in rows}
+    fresh: list[tuple[Any, ...]] = []
+    for level, level_tiles in _levels(tiles, top, new + LEVELS - 1):
+        if level > top:
+            fresh.extend(_rows(trial_id, group, level, level_tiles))
+    connection.exec_driver_sql(
+        _sql(
+            connection,
+            "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ? AND level < ?",
+        ),
+        (trial_id, group, new),
+    )
+    _upsert_tiles(connection, fresh)
+
+
+def _cut(connection: Connection, trial_id: int, group: str, low: int, start: int) -> None:
+    """Delete a trial group's tiles of every level from x = ``start`` (a coarsest bucket's edge)."""
+    connection.exec_driver_sql(
+        _sql(
+            connection,
+            "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ? AND level = ? "
+            "AND bucket >= ?",
+        ),
+        [(trial_id, group, level, start >> level) for level in range(low, low + LEVELS)],
+    )
+
+
+def update_tiles(session: Session, batch: Iterable[tuple[Run, Sequence[MetricReport]]]) -> None:
+    """Merge a committed-together batch of metric reports into their trials' tiles.
+
+    Call once per metrics-writer transaction, after the raw rows (and any rollback archival) are
+    stored, with each trial's run and the reports accepted for it, in the order they were stored.
+    Costs one state SELECT, one tile upsert and one state upsert for the whole batch (plus, rarely,
+    a level promotion or a rollback rebuild of one trial group).
+    """
+    by_key: dict[tuple[int, str], list[MetricReport]] = collections.defaultdict(list)
+    runs: dict[int, int] = {}
+    for run, reports in batch:
+        runs[run.id] = run.run_id
+        for report in reports:
+            by_key[(run.id, report.group)].append(report)
+    if not by_key:
+        return
+    connection = session.connection()
+    states = load_states(connection, list(runs))
+    tile_rows: list[tuple[Any, ...]] = []
+    state_rows: list[tuple[Any, ...]] = []
+    for (trial_id, group), reports in by_key.items():
+        run_id = runs[trial_id]
+        points = [(int(r.steps), r.avg) for r in reports]
+        xs = [x for x, _ in points]
+        x_min, x_max = min(xs), max(xs)
+        state = states.get((trial_id, group))
+        if state is None:
+            low = level_min(x_max)
+        else:
+            old_run, old_min, old_max, old_low = state
+            low = max(old_low, level_min(max(old_max, x_max)))
+            if low > old_low:
+                _promote(connection, trial_id, group, old_low, low)
+            if old_run < run_id and points[0][0] <= old_max:
+                # A rollback: older runs' reports from this step on were just archived.
+                top = low + LEVELS - 1
+                start = (points[0][0] >> top) << top
+                _cut(connection, trial_id, group, low, start)
+                points = _raw_points(connection, trial_id, group, start) + [
+                    p for p in points if p[0] < start
+                ]
+                x_max = max(x for x, _ in points)
+                x_min = min([x for x, _ in points] + ([old_min] if old_min < start else []))
+            else:
+                x_min, x_max = min(x_min, old_min), max(x_max, old_max)
+        for level, tiles in _levels(aggregate(points, low), low, low + LEVELS - 1):
+            tile_rows.extend(_rows(trial_id, group, level, tiles))
+        state_rows.append((trial_id, group, run_id, x_min, x_max, low))
+    _upsert_tiles(connection, tile_rows)
+    _upsert_states(connection, state_rows)
+
+
+def backfill(connection: Connection) -> int:
+    """Build the tiles of every trial group from its unarchived raw rows (the migration that adds
+    the tile tables runs this once). Returns how many trial groups it built."""
+    pairs = connection.exec_driver_sql(
+        _sql(
+            connection,
+            "SELECT trial_id, metric_group, MAX(trial_run_id) FROM metrics WHERE archived = ? "
+            "GROUP BY trial_id, metric_group ORDER BY trial_id, metric_group",
+        ),
+        (False,),
+    ).fetchall()
+    for trial_id, group, run_id in pairs:
+        rebuild(connection, trial_id, group, run_id)
+    return len(pairs)
+
+
+def rebuild(connection: Connection, trial_id: int, group: str, run_id: int) -> None:
+    """Replace one trial group's tiles with those of its unarchived raw rows (``run_id``: the run
+    that wrote the newest of them)."""
+    connection.exec_driver_sql(
+        _sql(connection, "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ?"),
+        (trial_id, group),
+    )
+    points = _raw_points(connection, trial_id, group, -(2**62))
+    if not points:
+        connection.exec_driver_sql(
+            _sql(
+                connection,
+                "DELETE FROM metric_tile_series WHERE trial_id = ? AND metric_group = ?",
+            ),
+            (trial_id, group),
+        )
+        return
+    xs = [x for x, _ in points]
+    low = level_min(max(xs))
+    rows: list[tuple[Any, ...]] = []
+    for level, tiles in _levels(aggregate(points, low), low, low + LEVELS - 1):
+        rows.extend(_rows(trial_id, group, level, tiles))
+    for part in _chunks(rows, 5000):
+        _upsert_tiles(connection, list(part))
+    _upsert_states(connection, [(trial_id, group, run_id, min(xs), max(xs), low)])
+
+
+def read_tiles(
+    connection: Connection, levels: dict[int, int], group: str, metric: str | None
+) -> dict[tuple[int, str], list[Tile]]:
+    """``{(trial, metric): tiles in bucket order}`` of ``group`` at each trial's level of
+    ``levels`` (``{trial: level}``), for one metric or (``None``) all of them. One query per
+    distinct level."""
+    by_level: dict[int, list[int]] = collections.defaultdict(list)
+    for trial_id, level in levels.items():
+        by_level[level].append(trial_id)
+    out: dict[tuple[int, str], list[Tile]] = collections.defaultdict(list)
+    for level, trial_ids in sorted(by_level.items()):
+        for part in _chunks(sorted(trial_ids)):
+            marks = ", ".join("?" * len(part))
+            sql = (
+                "SELECT trial_id, metric, n, first_x, first_y, last_x, last_y, min_x, min_y, "
+                f"max_x, max_y FROM metric_tiles WHERE trial_id IN ({marks}) "
+                "AND metric_group = ? AND level = ?"
+            )
+            params: list[Any] = [*part, group, level]
+            if metric is not None:
+                sql += " AND metric = ?"
+                params.append(metric)
+            sql += " ORDER BY trial_id, metric, bucket"
+            for row in connection.exec_driver_sql(_sql(connection, sql), tuple(params)):
+                out[(row[0], row[1])].append(list(row[2:]))
+    return out

@@ -1,0 +1,187 @@
+"""Metric tiles agree with the raw rows: the count, first, last, lowest and highest value of every
+bucket of every kept level equal what the unarchived ``metrics`` rows give, after batches through
+the master's metrics writer (level promotions included) and after rollbacks (a newer run reporting
+from an earlier step archives later reports); on SQLite and on PostgreSQL.
+
+``tile_mismatches`` is shared with the migration test (tests/master/test_metric_tiles_migration.py).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import orjson
+import pytest
+import yaml
+
+from determined.client import Client, MasterClient
+from determined.client._client import metrics_body
+from determined.master._core._metric_tiles import LEVELS
+from determined.master.db import Database
+
+CONFIG = {"name": "tiles", "searcher": {"name": "single", "metric": "loss"}}
+
+
+@pytest.fixture(scope="module")
+def master(module_db_url: str, make_module_master: Any) -> Any:
+    return make_module_master(module_db_url, slots=1)
+
+
+@pytest.fixture(scope="module")
+def client(master: Any) -> Client:
+    return Client(master.session("determined"))
+
+
+def _raw(
+    db: Database, trial_id: int
+) -> tuple[dict[tuple[str, str], list[tuple[int, float]]], dict[str, list[int]]]:
+    """``{(group, metric): [(x, y)]}`` of a trial's unarchived numeric reports, in write order,
+    and ``{group: [x]}`` of all its unarchived reports."""
+    out: dict[tuple[str, str], list[tuple[int, float]]] = {}
+    steps: dict[str, list[int]] = {}
+    with db.engine.connect() as connection:
+        rows = connection.exec_driver_sql(
+            "SELECT metric_group, total_batches, metrics, archived FROM metrics "
+            f"WHERE trial_id = {int(trial_id)} ORDER BY id"
+        ).fetchall()
+    for group, x, stored, archived in rows:
+        if archived:
+            continue
+        steps.setdefault(group, []).append(int(x))
+        stored = orjson.loads(stored) if isinstance(stored, (str, bytes)) else stored
+        for name, value in (stored.get("avg_metrics") or {}).items():
+            try:
+                y = float(value)
+            except (TypeError, ValueError):
+                continue
+            if math.isfinite(y):
+                out.setdefault((group, name), []).append((int(x), y))
+    return out, steps
+
+
+def _expected(points: list[tuple[int, float]], level: int) -> dict[int, tuple[Any, ...]]:
+    """Per bucket: (count, first x, first y, last x, last y, min y, max y) computed naively."""
+    buckets: dict[int, list[tuple[int, float]]] = {}
+    for x, y in points:
+        buckets.setdefault(x >> level, []).append((x, y))
+    out = {}
+    for bucket, inside in buckets.items():
+        first = min(inside, key=lambda p: p[0])  # the earliest written among equal x
+        last = max(reversed(inside), key=lambda p: p[0])  # the latest written among equal x
+        ys = [y for _, y in inside]
+        out[bucket] = (len(inside), *first, *last, min(ys), max(ys))
+    return out
+
+
+def tile_mismatches(db: Database, trial_id: int) -> list[str]:
+    """Every way a trial's tiles differ from its raw rows (empty when they agree)."""
+    raw, steps = _raw(db, trial_id)
+    with db.engine.connect() as connection:
+        states = {
+            g: (run_id, x0, x1, low)
+            for g, run_id, x0, x1, low in connection.exec_driver_sql(
+                "SELECT metric_group, run_id, x_min, x_max, level_min FROM metric_tile_series "
+                f"WHERE trial_id = {int(trial_id)}"
+            )
+        }
+        tiles = connection.exec_driver_sql(
+            "SELECT metric_group, metric, level, bucket, n, first_x, first_y, last_x, last_y, "
+            f"min_y, max_y FROM metric_tiles WHERE trial_id = {int(trial_id)}"
+        ).fetchall()
+    problems = []
+    have: dict[tuple[str, str, int], dict[int, tuple[Any, ...]]] = {}
+    for group, metric, level, bucket, *values in tiles:
+        have.setdefault((group, metric, level), {})[bucket] = tuple(values)
+    if set(states) != set(steps):
+        problems.append(f"series states {sorted(states)} != groups {sorted(steps)}")
+    for group, xs in steps.items():
+        if group in states and states[group][1:3] != (min(xs), max(xs)):
+            problems.append(f"{group}: x range {states[group][1:3]} != {(min(xs), max(xs))}")
+    for (group, metric), points in raw.items():
+        if group not in states:
+            continue
+        low = states[group][3]
+        xs = steps[group]
+        if max(xs) >> low >= 2048 or (low and max(xs) >> (low - 1) < 2048 // 4):
+            problems.append(f"{group}: finest level {low} does not fit x_max {max(xs)}")
+        for level in range(low, low + LEVELS):
+            want = _expected(points, level)
+            got = have.pop((group, metric, level), {})
+            if got != want:
+                diff = sorted(b for b in set(want) | set(got) if want.get(b) != got.get(b))
+                problems.append(
+                    f"{group}/{metric} level {level}: buckets {diff[:5]} differ "
+                    f"(want {[want.get(b) for b in diff[:2]]}, got {[got.get(b) for b in diff[:2]]})"
+                )
+    if have:
+        problems.append(f"tiles without raw rows: {sorted(have)[:5]}")
+    return problems
+
+
+def _unmanaged_trial(client: Client) -> int:
+    exp_id = client.experiments.create_unmanaged(yaml.safe_dump(CONFIG))["experiment"]["id"]
+    trial_id = int(client.trials.create_unmanaged(exp_id, {"lr": 0.1})["trial"]["id"])
+    client.trials.start_unmanaged(trial_id, resume=False)
+    return trial_id
+
+
+def _report(
+    client: Client, trial_id: int, run: int, steps: list[int], group: str = "training"
+) -> None:
+    """One request of reports at ``steps``: a wiggly loss with a spike, an accuracy on every
+    third report, and values the tiles must skip (NaN, a string)."""
+    reports = []
+    for step in steps:
+        loss: Any = 1.0 / (1 + step) + 0.01 * ((step * 7919 + run) % 13)
+        if step % 97 == 0:
+            loss = 50.0 + run
+        if step % 89 == 0:
+            loss = "NaN"
+        metrics: dict[str, Any] = {"loss": loss, "note": "text"}
+        if step % 3 == 0:
+            metrics["accuracy"] = (step % 101) / 100
+        reports.append(metrics_body(trial_id, run, group, metrics, steps_completed=step))
+    MasterClient(client.session).report_trial_metrics_batch(trial_id, reports)
+
+
+def test_tiles_agree_with_raw_rows_after_batches_and_promotions(
+    master: Any, client: Client
+) -> None:
+    trial_id = _unmanaged_trial(client)
+    _report(client, trial_id, 1, list(range(1, 400)))
+    assert tile_mismatches(master.db, trial_id) == []
+    _report(client, trial_id, 1, list(range(400, 3000, 3)))  # past 2048 buckets: level 1
+    _report(client, trial_id, 1, [3000, 2999, 3000, 3000])  # out of order and repeated steps
+    _report(client, trial_id, 1, list(range(3001, 70000, 211)))  # several promotions at once
+    _report(client, trial_id, 1, [10, 20, 30], group="validation")
+    assert tile_mismatches(master.db, trial_id) == []
+    with master.db.engine.connect() as connection:
+        low = connection.exec_driver_sql(
+            f"SELECT level_min FROM metric_tile_series WHERE trial_id = {trial_id} "
+            "AND metric_group = 'training'"
+        ).scalar()
+    assert low == 6  # 69,872 >> 6 = 1,091 < 2,048
+
+
+def test_tiles_agree_after_rollbacks(master: Any, client: Client) -> None:
+    trial_id = _unmanaged_trial(client)
+    _report(client, trial_id, 1, list(range(1, 4000, 2)))
+    _report(client, trial_id, 1, [5, 15], group="validation")
+    assert client.trials.start_unmanaged(trial_id)["trialRunId"] == 2
+    # Run 2 resumes at step 2500: run 1's reports from there on are archived.
+    _report(client, trial_id, 2, list(range(2500, 3500, 5)))
+    with master.db.engine.connect() as connection:
+        archived = connection.exec_driver_sql(
+            f"SELECT COUNT(*) FROM metrics WHERE trial_id = {trial_id} AND archived = true"
+        ).scalar()
+    assert archived == len(range(2501, 4000, 2))
+    assert tile_mismatches(master.db, trial_id) == []
+    _report(client, trial_id, 2, list(range(3500, 3600, 5)))  # no rollback: a plain merge
+    assert tile_mismatches(master.db, trial_id) == []
+    # Run 3 goes back to step 100 and reports far beyond (a promotion in the same batch), then
+    # its first validation report rolls back that group too.
+    assert client.trials.start_unmanaged(trial_id)["trialRunId"] == 3
+    _report(client, trial_id, 3, list(range(100, 9000, 7)))
+    _report(client, trial_id, 3, [10], group="validation")
+    assert tile_mismatches(master.db, trial_id) == []
