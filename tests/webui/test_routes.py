@@ -590,7 +590,7 @@ def test_ui_does_not_shadow_the_api(master: Master, web: requests.Session) -> No
     assert not [path for path in spec["paths"] if path == "/" or path.startswith(ui_paths)]
     missing = web.get(master.url + "/api/v1/no-such-route", timeout=30)
     assert missing.status_code == 404 and missing.headers["content-type"] == "application/json"
-    assert requests.get(master.url + "/health", timeout=30).json()["status"] == "ok"
+    assert requests.get(master.url + "/health", timeout=30).json()["status"] == "up"
 
 
 def test_static_files_are_served_revalidated_and_need_no_network(master: Master) -> None:

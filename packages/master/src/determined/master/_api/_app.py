@@ -68,7 +68,7 @@ def info(request: Request) -> dict[str, Any]:
 
 @info_router.get("/health")
 def health(request: Request) -> dict[str, Any]:
-    """Liveness and database reachability."""
+    """Liveness and database reachability, as upstream's ``HealthCheck`` ("up"/"down")."""
     from sqlalchemy import text
 
     master = master_of(request)
@@ -78,7 +78,9 @@ def health(request: Request) -> dict[str, Any]:
         db_ok = True
     except Exception:
         db_ok = False
-    return {"status": "ok" if db_ok else "degraded", "database": db_ok}
+    state = "up" if db_ok else "down"
+    managers = [{"cluster_name": master.config.cluster_name, "status": "up"}]
+    return {"status": state, "database": state, "resource_managers": managers}
 
 
 @info_router.get("/api/v1/master/config")
