@@ -14,7 +14,7 @@ import pytest
 import requests
 
 from determined import client
-from determined.client import APIError, Client
+from determined.client import Client
 
 LIMITS = {
     "max_search_trials": 1000,
