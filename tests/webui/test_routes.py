@@ -17,9 +17,10 @@ from sqlalchemy import insert, update
 from webui._site import TRIALS, exp_config, login_token
 
 from determined.master import Master
+from determined.master._core import _metric_tiles
 from determined.master.db import Experiment, Metric, Run, TaskLog, User, utcnow
 from determined.master.ui._mask import MASK, is_secret_name, mask
-from determined.master.ui._series import SeriesCache, TrialVersion, bucket_width, decimate
+from determined.master.ui._series import chart_level, tile_points
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 UI = ROOT / "packages/master/src/determined/master/ui"
@@ -102,6 +103,8 @@ def add_metrics(master: Master, trial_id: int, group: str, points: list[tuple[in
                 for step, value in points
             ],
         )
+        # Rows inserted behind the metrics writer's back: build their tiles as it would.
+        _metric_tiles.rebuild(session.connection(), trial_id, group, 1)
         session.execute(
             update(Run)
             .where(Run.id == trial_id)
@@ -435,84 +438,98 @@ def test_curves_are_decimated_per_pixel_column_and_keep_extremes(
         assert trial["x"][0] == 1 and trial["x"][-1] == 5000
         assert min(trial["y"]) == pytest.approx(1 / 5000 + n, rel=1e-5)
     # Raw points are sent whole when they fit.
+    short = add_trial(master, exp)
+    add_metrics(master, short, "training", [(s, 1.0 / s) for s in range(1, 1501)])
     small = web.get(
-        f"{master.url}/ui/api/curves?trials={trials[0]}&group=training&metric=loss&width=4000",
+        f"{master.url}/ui/api/curves?trials={short}&group=training&metric=loss&width=4000",
         timeout=30,
     ).json()
-    assert len(small["trials"][0]["x"]) == 5000
+    assert small["trials"][0]["x"] == list(range(1, 1501))
 
 
-def test_a_large_cold_load_answers_a_sample_first(
-    master: Master, web: requests.Session, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from determined.master.ui import _api
+def _statements(master: Master) -> Any:
+    """A context manager collecting the SQL statements the master's engine runs meanwhile."""
+    import contextlib
 
-    monkeypatch.setattr(_api, "PREVIEW_ROWS", 1000)
-    exp = add_experiment(master, name="previewed")
+    from sqlalchemy import event
+
+    @contextlib.contextmanager
+    def collect() -> Any:
+        seen: list[str] = []
+
+        def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+            seen.append(statement)
+
+        event.listen(master.db.engine, "before_cursor_execute", record)
+        try:
+            yield seen
+        finally:
+            event.remove(master.db.engine, "before_cursor_execute", record)
+
+    return collect()
+
+
+RAW_READ = re.compile(r"\bFROM metrics\b", re.IGNORECASE)
+
+
+def test_curves_read_tiles_never_the_raw_metrics(master: Master, web: requests.Session) -> None:
+    exp = add_experiment(master, name="tiled")
+    trials = [add_trial(master, exp) for _ in range(4)]
+    for n, trial in enumerate(trials):
+        add_metrics(master, trial, "training", [(s, 1.0 / s + n) for s in range(1, 20001)])
+    url = f"{master.url}/ui/api/experiments/{exp}/curves?group=training&metric=loss&width=1000"
+    with _statements(master) as seen:
+        payload = web.get(url, timeout=30).json()
+    assert payload["reportedPoints"] == 80000
+    tile_reads = [s for s in seen if "metric_tiles" in s]
+    assert len(tile_reads) == 1  # every trial at one level: one query
+    # The raw table is only ever looked up by id (each trial's best and latest validation).
+    assert [s for s in seen if RAW_READ.search(s) and "metrics.id IN" not in s] == []
+    for trial in payload["trials"]:
+        assert trial["points"] == 20000 and 1000 <= len(trial["x"]) <= 2 * 1024 + 2
+        assert trial["x"][0] == 1 and trial["x"][-1] == 20000
+    # With the raw rows gone, the chart still draws the same curves: it reads only tiles.
+    with master.db.write() as session:
+        session.execute(Metric.__table__.delete().where(Metric.trial_id.in_(trials)))
+        session.execute(update(Run).where(Run.id.in_(trials)).values(last_activity=utcnow()))
+    again = web.get(url, timeout=30).json()
+    assert [t["y"] for t in again["trials"]] == [t["y"] for t in payload["trials"]]
+    per_trial = web.get(f"{master.url}/ui/api/trials/{trials[0]}/metrics?width=500", timeout=30)
+    (chart,) = per_trial.json()["charts"]
+    assert chart["points"] == 20000 and chart["x"][-1] == 20000 and len(chart["x"]) <= 2 * 512 + 2
+
+
+def test_new_reports_reach_the_chart(master: Master, web: requests.Session) -> None:
+    exp = add_experiment(master, name="growing")
     trials = [add_trial(master, exp) for _ in range(2)]
     for trial in trials:
-        add_metrics(master, trial, "training", [(s, 1.0 / s) for s in range(1, 3001)])
+        add_metrics(master, trial, "training", [(s, float(s)) for s in range(1, 101)])
     url = f"{master.url}/ui/api/experiments/{exp}/curves?group=training&metric=loss&width=4000"
     first = web.get(url, timeout=30).json()
-    assert first["preview"] == 6  # 6,000 reports to read, 1,000 at most sampled
-    for trial in first["trials"]:
-        assert 300 <= len(trial["x"]) <= 700 and trial["x"] == sorted(trial["x"])
-    complete = web.get(url + "&full=1", timeout=30).json()
-    assert complete["preview"] == 0 and [len(t["x"]) for t in complete["trials"]] == [3000, 3000]
-    again = web.get(url, timeout=30).json()  # cached now: no sample any more
-    assert again["preview"] == 0 and again["trials"] == complete["trials"]
-
-
-def test_series_cache_reads_only_new_reports(master: Master) -> None:
-    exp = add_experiment(master, name="cached")
-    trials = [add_trial(master, exp) for _ in range(4)]
-    for trial in trials:
-        add_metrics(master, trial, "training", [(s, float(s)) for s in range(1, 101)])
-    cache = SeriesCache(master.db)
-
-    def versions() -> dict[int, TrialVersion]:
-        with master.db.read() as session:
-            runs = session.query(Run).filter(Run.id.in_(trials))
-            return {r.id: TrialVersion(r.run_id, str(r.last_activity)) for r in runs}
-
-    series = cache.get(versions(), "training", "loss")
-    assert cache.queries == 1 and all(len(s.xs) == 100 for s in series.values())
-    cache.get(versions(), "training", "loss")
-    assert cache.queries == 1  # nothing reported since: no query at all
+    assert [len(t["x"]) for t in first["trials"]] == [100, 100]
     add_metrics(master, trials[1], "training", [(s, float(s)) for s in range(101, 111)])
-    add_metrics(master, trials[2], "training", [(s, float(s)) for s in range(101, 106)])
-    series = cache.get(versions(), "training", "loss")
-    assert cache.queries == 2  # one query for both trials that reported
-    assert [len(series[t].xs) for t in trials] == [100, 110, 105, 100]
-    with master.db.write() as session:  # a restart may archive reports: reload that trial
-        session.execute(update(Run).where(Run.id == trials[3]).values(run_id=2))
-        session.execute(
-            update(Metric)
-            .where(Metric.trial_id == trials[3], Metric.total_batches > 50)
-            .values(archived=True)
-        )
-    series = cache.get(versions(), "training", "loss")
-    assert len(series[trials[3]].xs) == 50
+    second = web.get(url, timeout=30).json()
+    assert [t["points"] for t in second["trials"]] == [100, 110]
+    assert second["trials"][1]["x"][-1] == 110
 
 
-def test_decimate_keeps_min_max_of_every_bucket() -> None:
-    from array import array
-
-    xs = array("d", range(10000))
-    ys = array("d", ((i * 7919) % 1000 for i in range(10000)))
-    bucket = bucket_width(0, 9999, 100)
-    assert bucket == 100.0
-    out_x, out_y = decimate(xs, ys, bucket)
-    assert len(out_x) <= 201 and out_x == sorted(out_x)
-    for column in range(100):
-        lo, hi = column * bucket, (column + 1) * bucket
-        inside = [y for x, y in zip(xs, ys, strict=True) if lo <= x < hi]
-        kept = [y for x, y in zip(out_x, out_y, strict=True) if lo <= x < hi]
+def test_tile_points_keep_min_max_of_every_bucket() -> None:
+    points = [(x, float((x * 7919) % 1000)) for x in range(10000)]
+    level = chart_level(0, 9999, 100)
+    assert level == 7  # 128-wide buckets: 79 of them
+    tiles = _metric_tiles.aggregate(((x, {"m": y}) for x, y in points), level)
+    ordered = [tiles[key] for key in sorted(tiles, key=lambda k: k[1])]
+    xs, ys, total = tile_points(ordered)
+    assert total == 10000 and xs == sorted(xs) and len(xs) <= 2 * 79 + 2
+    assert (xs[0], ys[0]) == points[0] and (xs[-1], ys[-1]) == points[-1]
+    for bucket in range(79):
+        inside = [y for x, y in points if x >> level == bucket]
+        kept = [y for x, y in zip(xs, ys, strict=True) if x >> level == bucket]
         assert min(inside) in kept and max(inside) in kept
-    short = array("d", [1, 2, 3])
-    assert decimate(short, short, 1.0) == ([1, 2, 3], [1, 2, 3])
-    assert decimate(short, short, 100.0) == ([1, 3], [1, 3])  # one bucket: its min and max
-    assert bucket_width(0, 1234, 1000) == 1.5 and bucket_width(5, 5, 10) == 1.0
+    # Buckets of one or two reports keep them all.
+    two = _metric_tiles.aggregate([(1, {"m": 5.0}), (2, {"m": 5.0}), (3, {"m": 1.0})], 1)
+    assert tile_points([two[("m", 0)], two[("m", 1)]])[:2] == ([1, 2, 3], [5.0, 5.0, 1.0])
+    assert chart_level(0, 1234, 1000) == 1 and chart_level(5, 5, 10) == 0
 
 
 # ---------------------------------------------------------------------------------------------

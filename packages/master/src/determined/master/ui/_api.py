@@ -1,14 +1,13 @@
 """JSON the UI's scripts need that the REST API lacks, under ``/ui/api/...``.
 
 Same authentication as ``/api/v1`` (Bearer header or the session cookie); errors are the API's
-JSON errors. Chart data is decimated on the server (see :mod:`._series`) and gzip-compressed.
+JSON errors. Chart data is read from the metric tiles (see :mod:`._series`) and gzip-compressed.
 """
 
 from __future__ import annotations
 
 import collections
 import gzip
-import math
 from typing import Any
 
 import orjson
@@ -18,26 +17,13 @@ from starlette.responses import Response
 from determined.master._api._deps import Principal, authenticate, master_of
 from determined.master._core._authz import Permission
 from determined.master._wire import APIError
-from determined.master.ui import _access, _log_queries, _queries, _workspace_queries
-from determined.master.ui._series import Series, SeriesCache, bucket_width
+from determined.master.ui import _access, _log_queries, _queries, _series, _workspace_queries
 
 router = APIRouter(tags=["Web UI"], include_in_schema=False)
 
 MAX_CURVE_TRIALS = 1000
 GZIP_MIN_BYTES = 2048
 RESPONSE_CACHE_SIZE = 8
-PREVIEW_ROWS = 50_000
-"""Above this many reports to read from the database, the first answer is a sample of them."""
-
-
-def series_cache(request: Request) -> SeriesCache:
-    """The master's series cache (one per application)."""
-    state = request.app.state
-    cache: SeriesCache | None = getattr(state, "ui_series_cache", None)
-    if cache is None:
-        cache = SeriesCache(master_of(request).db)
-        state.ui_series_cache = cache
-    return cache
 
 
 def json_response(request: Request, payload: Any) -> Response:
@@ -108,31 +94,12 @@ def curves_payload(
         groups, q.get("group") or "", q.get("metric") or "", searcher_metric
     )
     width = _width(request)
-    cache = series_cache(request)
-    versions = {r.id: r.version for r in rows}
-    series: dict[int, Series] = {}
-    preview = 0
-    if metric:
-        cold = set(cache.cold(versions, group, metric))
-        pending = sum(r.reports(group, metric) for r in rows if r.id in cold)
-        if pending > PREVIEW_ROWS and q.get("full") not in ("1", "true"):
-            # A first picture now (a sample of the reports), the whole curves on the next call.
-            preview = math.ceil(pending / PREVIEW_ROWS)
-            warm = {t: v for t, v in versions.items() if t not in cold}
-            series = cache.get(warm, group, metric) if warm else {}
-            series.update(cache.preview({t: versions[t] for t in cold}, group, metric, preview))
-        else:
-            series = cache.get(versions, group, metric)
-    spans = [(s.xs[0], s.xs[-1]) for s in series.values() if len(s.xs)]
-    x0 = min((a for a, _ in spans), default=0.0)
-    x1 = max((b for _, b in spans), default=0.0)
-    bucket = bucket_width(x0, x1, width)
+    found = _series.curves(master_of(request).db, [r.id for r in rows], group, metric, width)
     trials = []
     total = 0
     for row in rows:
-        entry = series.get(row.id)
-        xs, ys = cache.view(row.id, group, metric, entry, bucket) if entry is not None else ([], [])
-        total += len(entry.xs) if entry is not None else 0
+        curve = found.get(row.id) if metric else None
+        total += curve.points if curve is not None else 0
         trials.append(
             {
                 **labels.get(row.id, {}),
@@ -142,9 +109,9 @@ def curves_payload(
                 "hparams": _queries.flatten_hparams(row.hparams),
                 "best": row.best,
                 "latest": row.latest,
-                "points": len(entry.xs) if entry is not None else 0,
-                "x": xs,
-                "y": ys,
+                "points": curve.points if curve is not None else 0,
+                "x": curve.x if curve is not None else [],
+                "y": curve.y if curve is not None else [],
             }
         )
     return {
@@ -154,7 +121,7 @@ def curves_payload(
         "searcherMetric": searcher_metric,
         "reportedPoints": total,
         "trials": trials,
-        "preview": preview,
+        "preview": 0,
     }
 
 
@@ -250,19 +217,13 @@ def trial_metrics(
         run, _ = _queries.get_trial(session, trial_id, visible)
         rows = _queries.trial_rows(session, [run], {})
     row = rows[0]
-    width = _width(request)
-    cache = series_cache(request)
-    charts = []
-    for group, names in _queries.merge_groups(rows).items():
-        for name in names:
-            entry = cache.get({row.id: row.version}, group, name)[row.id]
-            if not len(entry.xs):
-                continue
-            bucket = bucket_width(entry.xs[0], entry.xs[-1], width)
-            xs, ys = cache.view(row.id, group, name, entry, bucket)
-            charts.append(
-                {"group": group, "metric": name, "points": len(entry.xs), "x": xs, "y": ys}
-            )
+    charts = [
+        {"group": group, "metric": name, "points": c.points, "x": c.x, "y": c.y}
+        for (group, name), c in _series.trial_curves(
+            master_of(request).db, row.id, _width(request)
+        ).items()
+        if c.points
+    ]
     return json_response(request, {"trialId": trial_id, "state": row.state, "charts": charts})
 
 
