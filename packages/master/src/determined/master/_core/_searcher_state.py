@@ -1,28 +1,119 @@
-"""The searchers of running experiments, restored from and persisted to experiment snapshots."""
+"""The searchers of running experiments, persisted as an event log with periodic snapshots.
+
+Persisting a search must not cost more as it grows. Every lifecycle transaction that called a
+searcher appends the calls it made (``_searcher_journal``) as one row of ``searcher_events``: a
+few hundred bytes, whatever the size of the search. Once the log since the last snapshot is long
+(``max(compact_min, 2 * trials created)`` calls, so the snapshot's cost, which grows with the
+trials, is spread over as many calls), it is compacted: the whole state goes into the experiment's
+snapshot, which names the last event row it includes, and the rows up to it are deleted, in the
+same transaction. A restarted master rebuilds the searcher from the config, loads the snapshot and
+replays the rows after it: the exact state of the last committed transaction.
+
+Search methods that cannot be replayed cheaply and exactly (a third-party plugin that does not say
+it can: ``SearchMethod.supports_replay = True``; e.g. det-plugin-optuna, whose samplers keep their
+own state) are persisted as before: the whole snapshot after every batch of actions.
+"""
 
 from __future__ import annotations
 
+import json
+import os
+import time
 from typing import Any
 
-from sqlalchemy import delete
+from sqlalchemy import delete, event, insert, select
 from sqlalchemy.orm import Session
 
+from determined.master._core._searcher_journal import JournaledSearcher
 from determined.master.db import Database, Experiment, ExperimentSnapshot, utcnow
+from determined.master.db._searcher_models import SearcherEvent
+
+COMPACT_MIN_EVENTS = 1000
+"""Fewest calls in the log before it is compacted into a snapshot."""
+COMPACT_ENV = "DET_MASTER_SEARCHER_COMPACT_EVENTS"
+"""Set to N: compact after exactly N calls (tests); ``0``: no event log, a snapshot every time."""
+PROGRESS_INTERVAL_S = 0.2
+"""Long searches recompute the experiment's progress (a pass over the trials) at most this often."""
+PROGRESS_EVERY_CALL_TRIALS = 500
+"""Up to this many trials, progress is recomputed after every batch of actions."""
+SNAPSHOT_VERSION = 6
+
+
+def _builtin_method_types() -> tuple[type, ...]:
+    from determined.master.searchers import (
+        AdaptiveASHASearch,
+        AsyncHalvingSearch,
+        GridSearch,
+        PBTSearch,
+        RandomSearch,
+    )
+
+    return (AdaptiveASHASearch, AsyncHalvingSearch, GridSearch, PBTSearch, RandomSearch)
+
+
+_WATCHED = "det_searcher_logs"
+
+
+def _watch(session: Session, log: _Log) -> None:
+    """Mark ``log`` stale should ``session`` roll back (see :func:`_rolled_back`)."""
+    watched = session.info.get(_WATCHED)
+    if watched is None:
+        session.info[_WATCHED] = watched = []
+    watched.append(log)
+
+
+@event.listens_for(Session, "after_rollback")
+def _rolled_back(session: Session) -> None:
+    for log in session.info.pop(_WATCHED, None) or ():
+        log.stale = True
+
+
+@event.listens_for(Session, "after_commit")
+def _committed(session: Session) -> None:
+    session.info.pop(_WATCHED, None)
+
+
+class _Log:
+    """Where one experiment's event log stands."""
+
+    __slots__ = ("progress_at", "replayable", "seq", "since_snapshot", "stale")
+
+    def __init__(self, replayable: bool) -> None:
+        self.replayable = replayable
+        self.seq = 0
+        """The last event row written (or replayed)."""
+        self.since_snapshot = 0
+        """Calls in the log after the snapshot."""
+        self.stale = False
+        """A transaction that wrote this log rolled back: the live searcher is ahead of the
+        database and is rebuilt from it on next use."""
+        self.progress_at = 0.0
 
 
 class SearcherStates:
     """One live searcher per running experiment, and which experiments run without one.
 
-    A searcher is built from the experiment's config and, after a master restart, restored from the
-    ``searcher_state`` of the experiment's snapshot; :meth:`snapshot` persists it after every batch
+    A searcher is built from the experiment's config and, after a master restart, restored from
+    its snapshot and event log (module docstring); :meth:`snapshot` persists it after every batch
     of actions.
+
+    Args:
+        db: the master's database.
+        compact_every: compact after exactly this many calls (``0``: snapshot every time, no log);
+            ``None``: ``DET_MASTER_SEARCHER_COMPACT_EVENTS``, else the adaptive default.
     """
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, compact_every: int | None = None) -> None:
         self._db = db
         self.searchers: dict[int, Any] = {}
+        self._logs: dict[int, _Log] = {}
         self._continued: set[int] = set()
         """Experiments re-run by ``continue``: their trials no longer report to a searcher."""
+        if compact_every is None and os.environ.get(COMPACT_ENV, "").strip():
+            compact_every = int(os.environ[COMPACT_ENV])
+        self._compact_every = compact_every
+        self.compactions = 0
+        """Compactions since this master started (tests, benchmarks)."""
 
     def is_continued(self, exp_id: int) -> bool:
         """Whether ``exp_id`` was re-run by ``continue`` (its trials bypass the searcher)."""
@@ -35,48 +126,139 @@ class SearcherStates:
         else:
             self._continued.discard(exp_id)
 
-    def of(self, exp: Experiment) -> Any:
-        """The experiment's searcher, restored from its snapshot on first use."""
-        searcher = self.searchers.get(exp.id)
-        if searcher is None:
-            from determined.master.searchers import Searcher
+    # ------------------------------------------------------------------------------------------
+    # building and restoring
 
-            searcher = Searcher(exp.config)
-            with self._db.read() as session:
-                snap = session.get(ExperimentSnapshot, exp.id)
-                if snap is not None and snap.content.get("searcher_state") is not None:
-                    searcher.load_state_dict(snap.content["searcher_state"])
+    def _build(self, exp: Experiment) -> JournaledSearcher:
+        searcher = JournaledSearcher(exp.config)
+        builtin = type(searcher.method) in _builtin_method_types()
+        if builtin:
+            searcher.trim_metrics()
+        replayable = self._compact_every != 0 and (
+            builtin or getattr(searcher.method, "supports_replay", False) is True
+        )
+        self._logs[exp.id] = _Log(replayable)
+        return searcher
+
+    def of(self, exp: Experiment) -> Any:
+        """The experiment's searcher, restored from its snapshot and event log on first use."""
+        searcher = self.searchers.get(exp.id)
+        log = self._logs.get(exp.id)
+        if searcher is not None and log is not None and log.stale:
+            searcher = None  # the transaction that wrote its last calls rolled back: reload
+        if searcher is None:
+            searcher = self._restore(exp)
             self.searchers[exp.id] = searcher
+        return searcher
+
+    def _restore(self, exp: Experiment) -> JournaledSearcher:
+        searcher = self._build(exp)
+        log = self._logs[exp.id]
+        with self._db.read() as session:
+            snap = session.get(ExperimentSnapshot, exp.id)
+            through = 0
+            if snap is not None and snap.content.get("searcher_state") is not None:
+                searcher.load_state_dict(snap.content["searcher_state"])
+                through = int(snap.content.get("events_through") or 0)
+            rows = session.execute(
+                select(SearcherEvent.seq, SearcherEvent.events)
+                .where(SearcherEvent.experiment_id == exp.id, SearcherEvent.seq > through)
+                .order_by(SearcherEvent.seq)
+            ).all()
+        log.seq = through
+        for seq, text in rows:
+            events = json.loads(text)
+            searcher.replay(events)
+            log.seq = seq
+            log.since_snapshot += len(events)
         return searcher
 
     def create(self, exp: Experiment) -> Any:
         """A fresh searcher for a new experiment."""
-        from determined.master.searchers import Searcher
-
-        searcher = Searcher(exp.config)
+        searcher = self._build(exp)
         self.searchers[exp.id] = searcher
         return searcher
 
+    # ------------------------------------------------------------------------------------------
+    # persisting
+
     def snapshot(self, session: Session, exp: Experiment) -> None:
-        """Persist the searcher's state and the experiment's progress in the open transaction."""
+        """Persist the searcher's new calls and the experiment's progress in the open transaction
+        (compacting the log into the snapshot when it is long; see the module docstring)."""
         searcher = self.searchers.get(exp.id)
-        if searcher is None:
+        log = self._logs.get(exp.id)
+        if searcher is None or log is None:
             return
+        self._update_progress(exp, searcher, log)
+        events = searcher.take_events()
+        if not log.replayable:
+            if events or session.get(ExperimentSnapshot, exp.id) is None:
+                self._write_snapshot(session, exp, searcher, log)
+            return
+        if events:
+            log.seq += 1
+            log.since_snapshot += len(events)
+            session.execute(
+                insert(SearcherEvent).values(
+                    experiment_id=exp.id,
+                    seq=log.seq,
+                    events=json.dumps(events, separators=(",", ":")),
+                    created_at=utcnow(),
+                )
+            )
+            _watch(session, log)
+        threshold = self._compact_every or max(COMPACT_MIN_EVENTS, 2 * len(searcher.trials_created))
+        if log.since_snapshot >= threshold:
+            self.compact(session, exp)
+
+    def compact(self, session: Session, exp: Experiment) -> None:
+        """Write the whole state into the snapshot and drop the event rows it includes."""
+        searcher = self.searchers.get(exp.id)
+        log = self._logs.get(exp.id)
+        if searcher is None or log is None:
+            return
+        searcher.take_events()  # included in the state written now
+        self._write_snapshot(session, exp, searcher, log)
+        session.execute(
+            delete(SearcherEvent).where(
+                SearcherEvent.experiment_id == exp.id, SearcherEvent.seq <= log.seq
+            )
+        )
+        log.since_snapshot = 0
+        self.compactions += 1
+
+    def _write_snapshot(
+        self, session: Session, exp: Experiment, searcher: JournaledSearcher, log: _Log
+    ) -> None:
+        content = {"searcher_state": searcher.state_dict(), "events_through": log.seq}
+        snap = session.get(ExperimentSnapshot, exp.id)
+        if snap is None:
+            session.add(
+                ExperimentSnapshot(experiment_id=exp.id, content=content, version=SNAPSHOT_VERSION)
+            )
+        else:
+            snap.content = content
+            snap.updated_at = utcnow()
+        _watch(session, log)
+
+    def _update_progress(self, exp: Experiment, searcher: Any, log: _Log) -> None:
+        now = time.monotonic()
+        if (
+            len(searcher.trials_created) > PROGRESS_EVERY_CALL_TRIALS
+            and now - log.progress_at < PROGRESS_INTERVAL_S
+        ):
+            return
+        log.progress_at = now
         try:
             exp.progress = float(searcher.progress())
         except Exception:
             pass
-        content = {"searcher_state": searcher.state_dict()}
-        snap = session.get(ExperimentSnapshot, exp.id)
-        if snap is None:
-            session.add(ExperimentSnapshot(experiment_id=exp.id, content=content, version=6))
-        else:
-            snap.content = content
-            snap.updated_at = utcnow()
 
     def forget(self, session: Session, exp_id: int) -> None:
-        """Drop a finished experiment's searcher and its snapshot."""
+        """Drop a finished experiment's searcher, its snapshot and its event log."""
         session.execute(
             delete(ExperimentSnapshot).where(ExperimentSnapshot.experiment_id == exp_id)
         )
+        session.execute(delete(SearcherEvent).where(SearcherEvent.experiment_id == exp_id))
         self.searchers.pop(exp_id, None)
+        self._logs.pop(exp_id, None)
