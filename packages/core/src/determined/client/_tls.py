@@ -48,26 +48,38 @@ def configure_tls(http: requests.Session, cert: str | bool | None, cert_name: st
     """
     if cert is None:
         cert = cert_from_env()
+    name = cert_name if cert_name is not None else cert_name_from_env()
+    if cert is None and not name:
+        return
     if cert is not None:
         http.verify = cert
     if cert is False:
         import urllib3
 
         urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
-    name = cert_name if cert_name is not None else cert_name_from_env()
-    if name and cert is not False:
-        http.mount("https://", _NamedCertAdapter(name))
+        name = None
+    # An adapter, not only ``http.verify``: requests lets REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE
+    # override a session's ``verify``, and the master's own bundle must win.
+    http.mount("https://", _MasterTLSAdapter(cert, name))
 
 
-class _NamedCertAdapter(HTTPAdapter):
-    """An HTTPS adapter that checks the certificate against a fixed host name (and sends it as
-    the TLS server name), whatever host the URL names."""
+class _MasterTLSAdapter(HTTPAdapter):
+    """An HTTPS adapter that verifies with the master's bundle (whatever the environment says)
+    and, given a name, checks the certificate against it (and sends it as the TLS server name)
+    whatever host the URL names."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, cert: str | bool | None, name: str | None) -> None:
+        self._cert = cert
         self._cert_name = name
         super().__init__()
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["assert_hostname"] = self._cert_name
-        kwargs["server_hostname"] = self._cert_name
+        if self._cert_name:
+            kwargs["assert_hostname"] = self._cert_name
+            kwargs["server_hostname"] = self._cert_name
         super().init_poolmanager(*args, **kwargs)
+
+    def send(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._cert is not None:
+            kwargs["verify"] = self._cert
+        return super().send(request, *args, **kwargs)
