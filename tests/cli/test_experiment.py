@@ -64,7 +64,7 @@ def test_pause_activate_kill_wait(
     wait_state(api, exp_id, "STATE_PAUSED")
     wait_for(lambda: "preempted" in logs_text(api, trial_id), "the trial to save and exit")
     assert det.ok("e", "activate", str(exp_id)).strip() == f"Activated experiment {exp_id}"
-    wait_state(api, exp_id, "STATE_ACTIVE")
+    wait_state(api, exp_id, "STATE_RUNNING")  # ACTIVE again, its trial relaunched
     assert det.ok("e", "kill", str(exp_id)).strip() == f"Killed experiment {exp_id}"
     code, out, _ = det.run("e", "wait", str(exp_id), "--polling-interval", "0.1")
     assert code == 1, out  # not COMPLETED

@@ -273,7 +273,7 @@ def test_a_running_trial_shows_up_and_grows(site: Any) -> None:
 
         first = api.wait_for(points, 180, "the running trial's scalars")
         api.wait_for(lambda: points() > first, 120, "more scalars of the running trial")
-        assert api.experiment(exp_id)["state"] == "STATE_ACTIVE"
+        assert api.experiment(exp_id)["state"] == "STATE_RUNNING"  # ACTIVE, its trial running
         api.post(f"/api/v1/tensorboards/{launched['id']}/kill")
     finally:
         api.post(f"/api/v1/experiments/{exp_id}/kill")

@@ -9,7 +9,15 @@ from sqlalchemy.orm import Session
 
 from determined.master._core._projects import project_names
 from determined.master._wire import clean_float, state, ts
-from determined.master.db import Checkpoint, Experiment, Metric, Run, User, validation_at_step
+from determined.master.db import (
+    Allocation,
+    Checkpoint,
+    Experiment,
+    Metric,
+    Run,
+    User,
+    validation_at_step,
+)
 
 
 def user(row: User) -> dict[str, Any]:
@@ -156,7 +164,7 @@ def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict
         "labels": list(row.labels or []),
         "startTime": ts(row.start_time),
         "endTime": ts(row.end_time),
-        "state": state(row.state),
+        "state": _active_detail(session, row) if row.state == "ACTIVE" else state(row.state),
         "archived": row.archived,
         "numTrials": len(trial_ids),
         "trialIds": trial_ids,
@@ -182,6 +190,24 @@ def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict
     out["config"] = row.config
     out["originalConfig"] = row.original_config if full else ""
     return out
+
+
+def _active_detail(session: Session, row: Experiment) -> str:
+    """An ACTIVE experiment as upstream reports it: ``STATE_RUNNING`` once one of its trials' processes
+    runs, ``STATE_STARTING`` while one is being launched, ``STATE_QUEUED`` otherwise (upstream's
+    enrichment of ACTIVE by its allocations). Unmanaged experiments have no allocations: ACTIVE."""
+    if row.unmanaged:
+        return "STATE_ACTIVE"
+    states = set(
+        session.scalars(
+            select(Allocation.state)
+            .join(Run, Run.id == Allocation.trial_id)
+            .where(Run.experiment_id == row.id, Allocation.state.in_(("ASSIGNED", "RUNNING")))
+        )
+    )
+    if "RUNNING" in states:
+        return "STATE_RUNNING"
+    return "STATE_STARTING" if states else "STATE_QUEUED"
 
 
 def _best_trial(
