@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# Run upstream Determined 0.38.1's own end-to-end tests (`pytest -m e2e_cpu`, tests/experiment and
+# tests/cluster, one file at a time) against a fresh det-master with 4 CPU slots, with upstream's `det`
+# CLI and SDK (determined==0.38.1 from PyPI, in a venv of its own under .cache/) on PATH, and print
+# pass/fail/skip counts per file. Run by hand: CI has no copy of Determined (docs/compatibility.md,
+# "Upstream end-to-end tests", keeps the latest output and the reason for every test det does not pass).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+UPSTREAM_VENV="${UPSTREAM_E2E_VENV:-$ROOT/.cache/upstream-e2e-0.38.1}"
+MASTER_BIN="${DET_MASTER_BIN:-$ROOT/.venv/bin/det-master}"
+PYTHON="${PYTHON:-python3}"
+FILE_TIMEOUT=1800
+TEST_TIMEOUT=600
+SLOTS=4
+PASSWORD="E2e-Upstream-Pw1"
+KEXPR=""
+LOGS=""
+
+usage() {
+    cat <<'EOF'
+usage: tools/upstream_e2e.sh [options] DETERMINED_CHECKOUT [TEST_FILE...]
+
+Runs upstream Determined's e2e_tests (`pytest -m e2e_cpu`) file by file against a fresh det-master
+(4 slots, a new data dir per file) with upstream's det CLI/SDK (determined==0.38.1) on PATH, and prints
+pass/fail/skip counts per file.
+
+DETERMINED_CHECKOUT  a checkout of determined-ai/determined at 0.38.1 (needs e2e_tests/ and examples/),
+                     e.g. git archive 0.38.1 e2e_tests examples | tar -x -C /tmp/det-upstream
+TEST_FILE            files relative to e2e_tests/ (default: every file under tests/experiment and
+                     tests/cluster with an e2e_cpu test)
+
+options:
+  -k EXPR              only tests matching EXPR (pytest -k)
+  --file-timeout S     seconds one file may run (default 1800)
+  --test-timeout S     seconds one test may run (pytest-timeout; default 600)
+  --logs DIR           where the master and pytest logs go (default .cache/upstream-e2e-runs/DATE)
+  -h, --help           this text
+
+environment: UPSTREAM_E2E_VENV (the upstream client venv, built on first use), DET_MASTER_BIN
+(default .venv/bin/det-master), PYTHON (builds the venv; default python3).
+EOF
+}
+
+die() {
+    echo "upstream_e2e.sh: $*" >&2
+    echo "try: tools/upstream_e2e.sh --help" >&2
+    exit 2
+}
+
+CHECKOUT=""
+FILES=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -h | --help) usage; exit 0 ;;
+        -k) [ $# -ge 2 ] || die "-k needs an expression"; KEXPR="$2"; shift 2 ;;
+        --file-timeout) [ $# -ge 2 ] || die "--file-timeout needs seconds"; FILE_TIMEOUT="$2"; shift 2 ;;
+        --test-timeout) [ $# -ge 2 ] || die "--test-timeout needs seconds"; TEST_TIMEOUT="$2"; shift 2 ;;
+        --logs) [ $# -ge 2 ] || die "--logs needs a directory"; LOGS="$2"; shift 2 ;;
+        -*) die "unknown option $1" ;;
+        *)
+            if [ -z "$CHECKOUT" ]; then CHECKOUT="$1"; else FILES+=("$1"); fi
+            shift
+            ;;
+    esac
+done
+[ -n "$CHECKOUT" ] || die "missing DETERMINED_CHECKOUT (a checkout of determined-ai/determined 0.38.1)"
+[[ "$FILE_TIMEOUT" =~ ^[0-9]+$ ]] || die "--file-timeout must be a whole number of seconds"
+[[ "$TEST_TIMEOUT" =~ ^[0-9]+$ ]] || die "--test-timeout must be a whole number of seconds"
+E2E="$(cd "$CHECKOUT" 2>/dev/null && pwd)/e2e_tests" || die "no such directory: $CHECKOUT"
+[ -f "$E2E/tests/conftest.py" ] || die "$CHECKOUT has no e2e_tests/tests/conftest.py (not a Determined checkout?)"
+[ -d "$CHECKOUT/examples" ] || die "$CHECKOUT has no examples/ (upstream's e2e tests use it)"
+[ -x "$MASTER_BIN" ] || die "no det-master at $MASTER_BIN (make install, or set DET_MASTER_BIN)"
+for f in "${FILES[@]}"; do
+    [ -f "$E2E/$f" ] || die "no test file e2e_tests/$f in $CHECKOUT"
+done
+
+# The upstream client venv: determined==0.38.1 and what e2e_tests imports (kubernetes so that
+# tests/cluster collects, docker/boto3 for the conftest's imports). Torch is not needed on the client.
+if [ ! -f "$UPSTREAM_VENV/.complete" ]; then
+    echo "building the upstream client venv $UPSTREAM_VENV (once)"
+    "$PYTHON" -m venv --clear "$UPSTREAM_VENV"
+    "$UPSTREAM_VENV/bin/pip" install -q --disable-pip-version-check \
+        determined==0.38.1 pytest==9.2.0 pytest-timeout==2.4.0 pandas pyyaml docker python-dateutil \
+        kubernetes appdirs "numpy>=2" "matplotlib>=3.8" "requests!=2.32.0"
+    touch "$UPSTREAM_VENV/.complete"
+fi
+
+if [ ${#FILES[@]} -eq 0 ]; then
+    mapfile -t FILES < <(cd "$E2E" && grep -l -E "pytest\.mark\.e2e_cpu([^_a-z0-9]|$)" \
+        tests/experiment/test_*.py tests/cluster/test_*.py | sort)
+fi
+
+LOGS="${LOGS:-$ROOT/.cache/upstream-e2e-runs/$(date -u +%Y%m%dT%H%M%SZ)}"
+mkdir -p "$LOGS"
+LOGS="$(cd "$LOGS" && pwd)"
+MASTER_PID=""
+
+stop_master() {
+    if [ -n "$MASTER_PID" ] && kill -0 "$MASTER_PID" 2>/dev/null; then
+        kill -TERM "$MASTER_PID" 2>/dev/null || true
+        for _ in $(seq 1 100); do kill -0 "$MASTER_PID" 2>/dev/null || break; sleep 0.2; done
+        kill -KILL "$MASTER_PID" 2>/dev/null || true
+        wait "$MASTER_PID" 2>/dev/null || true
+    fi
+    MASTER_PID=""
+}
+trap stop_master EXIT INT TERM
+
+free_port() {
+    "$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# One master per file: a fresh data dir (SQLite, checkpoints, logs) and a port of its own.
+start_master() {
+    local name="$1" port="$2"
+    local data="$LOGS/$name.data"
+    rm -rf "$data"
+    mkdir -p "$data"
+    (cd "$data" && exec "$MASTER_BIN" up --port "$port" --slots "$SLOTS" --data-dir "$data" \
+        --initial-admin-password "$PASSWORD") >"$LOGS/$name.master.log" 2>&1 &
+    MASTER_PID=$!
+    for _ in $(seq 1 300); do
+        if "$PYTHON" -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/api/v1/master', timeout=2)" \
+            2>/dev/null; then
+            return 0
+        fi
+        kill -0 "$MASTER_PID" 2>/dev/null || break
+        sleep 0.5
+    done
+    echo "det-master did not come up for $name; see $LOGS/$name.master.log" >&2
+    return 1
+}
+
+# pass / fail / skip out of a junit XML file (errors count as failures).
+count() {
+    "$PYTHON" - "$1" <<'EOF'
+import sys
+import xml.etree.ElementTree as ET
+
+try:
+    root = ET.parse(sys.argv[1]).getroot()
+except (OSError, ET.ParseError):
+    print("0 0 0 0")
+    raise SystemExit
+passed = failed = skipped = 0
+for case in root.iter("testcase"):
+    tags = {child.tag for child in case}
+    if tags & {"failure", "error"}:
+        failed += 1
+    elif "skipped" in tags:
+        skipped += 1
+    else:
+        passed += 1
+print(passed, failed, skipped, passed + failed + skipped)
+EOF
+}
+
+UP_ENV=(env -u VIRTUAL_ENV -u PYTHONPATH -u PYTHONHOME -u DET_MASTER -u DET_USER -u DET_USER_TOKEN
+    "PATH=$UPSTREAM_VENV/bin:$PATH" "HOME=$LOGS/home" "XDG_CONFIG_HOME=$LOGS/home/.config"
+    "INITIAL_USER_PASSWORD=$PASSWORD" "DET_TEST_GPU_ENABLED=0")
+mkdir -p "$LOGS/home"
+
+echo "upstream e2e: $E2E against $MASTER_BIN ($SLOTS slots); logs in $LOGS"
+TABLE="$LOGS/summary.txt"
+printf '%-44s %6s %6s %6s %7s\n' file passed failed skipped seconds | tee "$TABLE"
+TP=0 TF=0 TS=0
+for f in "${FILES[@]}"; do
+    name="$(echo "${f%.py}" | tr '/' '_')"
+    port="$(free_port)"
+    start=$SECONDS
+    if start_master "$name" "$port"; then
+        args=(-m e2e_cpu "$f" --master-port "$port" --master-host 127.0.0.1 --no-compare-stats
+            -p no:cacheprovider --timeout "$TEST_TIMEOUT" -o junit_logging=no
+            --junitxml "$LOGS/$name.xml" -rfEs)
+        [ -z "$KEXPR" ] || args+=(-k "$KEXPR")
+        (cd "$E2E" && timeout -k 30 "$FILE_TIMEOUT" "${UP_ENV[@]}" \
+            "$UPSTREAM_VENV/bin/python" -m pytest "${args[@]}") >"$LOGS/$name.pytest.log" 2>&1 || true
+    fi
+    stop_master
+    read -r p fl s _ <<<"$(count "$LOGS/$name.xml")"
+    TP=$((TP + p)) TF=$((TF + fl)) TS=$((TS + s))
+    printf '%-44s %6d %6d %6d %7d\n' "$f" "$p" "$fl" "$s" $((SECONDS - start)) | tee -a "$TABLE"
+done
+printf '%-44s %6d %6d %6d\n' total "$TP" "$TF" "$TS" | tee -a "$TABLE"
+echo "per-test results: $LOGS/*.pytest.log (the short summary at the end of each)"
+[ "$TF" -eq 0 ]
