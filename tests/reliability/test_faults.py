@@ -1,0 +1,337 @@
+"""Fault injection with real processes: the master killed or stopped under reporting trials, a trial
+killed, the SQLite file locked by another process, PostgreSQL restarted, the data dir's filesystem full.
+
+Every test checks what the trials' clients saw acknowledged (their ledgers, see ``faults_harness``)
+against what the master stored: each acknowledged metric and checkpoint exactly once, and the
+experiments complete. Tests wait for states (ledger lines, experiment states), never for time; the
+only deliberate waits are the outages themselves (a lock held 10 s, a master down a few seconds).
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+import sys
+import time
+import urllib.parse
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from master_process import MasterProcess
+from reliability.faults_harness import (
+    PrivatePostgres,
+    check_stored_exactly_once,
+    experiment_config,
+    fill,
+    hparam_x,
+    kill_pid,
+    read_ledger,
+    tmpfs,
+    trial_ids,
+    wait_ledgers,
+    write_context,
+)
+
+pytestmark = [pytest.mark.e2e]
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    return tmp_path_factory.mktemp("faults")
+
+
+@pytest.fixture(scope="module")
+def context_dir(workdir: pathlib.Path) -> pathlib.Path:
+    return write_context(workdir / "context")
+
+
+@pytest.fixture(scope="module")
+def ledger_dir(workdir: pathlib.Path) -> pathlib.Path:
+    path = workdir / "ledgers"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture(scope="module")
+def sqlite_master(workdir: pathlib.Path) -> Iterator[MasterProcess]:
+    """One ``det-master up`` process on SQLite for the module, with a slot for each of 4 trials;
+    tests kill and restart it (each looks only at its own experiments)."""
+    master = MasterProcess(workdir / "master", slots=4)
+    yield master
+    master.stop()
+
+
+def _restart_after(master: MasterProcess, stopped: str, outage_s: float) -> None:
+    """Start ``master`` again on its port ``outage_s`` seconds after it stopped (the outage)."""
+    port = urllib.parse.urlsplit(master.url).port or 0
+    assert not master.running, stopped
+    time.sleep(outage_s)  # the fault itself: the master stays away this long
+    master._launch(port)
+
+
+def test_master_sigkill_while_four_trials_report(
+    sqlite_master: MasterProcess, context_dir: pathlib.Path, ledger_dir: pathlib.Path
+) -> None:
+    """SIGKILL the master while 4 trials report metrics and checkpoints; after the restart every
+    metric and checkpoint a trial saw acknowledged is stored exactly once, both experiments
+    complete."""
+    api = sqlite_master.api()
+    exps = [
+        api.create_experiment(experiment_config("kill-a", [0.1, 0.2], ledger_dir), context_dir),
+        api.create_experiment(experiment_config("kill-b", [0.3, 0.4], ledger_dir), context_dir),
+    ]
+    trials = [t for e in exps for t in trial_ids(api, e, 2)]
+    wait_ledgers(
+        api,
+        ledger_dir,
+        trials,
+        lambda ledger: ledger.checkpoints and len(ledger.metrics) >= 7,
+        "every trial past its first checkpoint",
+    )
+    sqlite_master.kill()
+    before = {t: len(read_ledger(ledger_dir, t).metrics) for t in trials}
+    _restart_after(sqlite_master, "killed", 1.0)
+    api = sqlite_master.api()
+    for e in exps:
+        assert api.wait_experiment(e, timeout=180) == "STATE_COMPLETED", api.debug(e)
+    xs = {**hparam_x(api, exps[0]), **hparam_x(api, exps[1])}
+    for t in trials:
+        ledger = check_stored_exactly_once(api, ledger_dir, t, xs)
+        assert len(ledger.metrics) > before[t] and ledger.done
+        assert len(ledger.starts) >= 2, ledger.starts  # resumed by the restarted master
+        assert ledger.starts[-1][2] >= 5, ledger.starts  # from a checkpoint, not from scratch
+
+
+def test_master_sigterm_restart_keeps_trials_running(
+    sqlite_master: MasterProcess, context_dir: pathlib.Path, ledger_dir: pathlib.Path
+) -> None:
+    """A master stopped with SIGTERM (an upgrade) and started again a few seconds later: its
+    running trials are never failed, they resume, the experiment completes with every report
+    stored once (it used to end in ERROR: "an earlier metrics report failed")."""
+    api = sqlite_master.api()
+    exp = api.create_experiment(experiment_config("term", [0.5, 0.6], ledger_dir), context_dir)
+    trials = trial_ids(api, exp, 2)
+    wait_ledgers(
+        api,
+        ledger_dir,
+        trials,
+        lambda ledger: ledger.checkpoints and len(ledger.metrics) >= 7,
+        "both trials past their first checkpoint",
+    )
+    sqlite_master.stop()  # SIGTERM; waits for the exit
+    _restart_after(sqlite_master, "stopped", 3.0)
+    api = sqlite_master.api()
+    states = {t["state"] for t in api.trials(exp)}
+    assert "STATE_ERROR" not in states, api.debug(exp)
+    assert api.wait_experiment(exp, timeout=180) == "STATE_COMPLETED", api.debug(exp)
+    xs = hparam_x(api, exp)
+    for t in trials:
+        ledger = check_stored_exactly_once(api, ledger_dir, t, xs)
+        assert ledger.done and len(ledger.starts) >= 2
+    assert all(t["state"] == "STATE_COMPLETED" for t in api.trials(exp))
+
+
+def test_trial_sigkill_restarts_from_its_checkpoint(
+    sqlite_master: MasterProcess, context_dir: pathlib.Path, ledger_dir: pathlib.Path
+) -> None:
+    """A trial process SIGKILLed mid-run is restarted from its latest checkpoint; nothing it saw
+    acknowledged is lost or stored twice."""
+    api = sqlite_master.api()
+    exp = api.create_experiment(experiment_config("trial-kill", [0.7], ledger_dir), context_dir)
+    (trial,) = trial_ids(api, exp, 1)
+    wait_ledgers(
+        api,
+        ledger_dir,
+        [trial],
+        lambda ledger: ledger.checkpoints and len(ledger.metrics) >= 7,
+        "the trial past its first checkpoint",
+    )
+    first = read_ledger(ledger_dir, trial)
+    kill_pid(first.starts[0][1])
+    assert api.wait_experiment(exp, timeout=180) == "STATE_COMPLETED", api.debug(exp)
+    ledger = check_stored_exactly_once(api, ledger_dir, trial, hparam_x(api, exp))
+    assert len(ledger.starts) == 2, ledger.starts
+    resumed_from = ledger.starts[1][2]
+    assert resumed_from in {step for _, step in first.checkpoints}, (resumed_from, first)
+    assert api.trials(exp)[0]["restarts"] == 1
+
+
+LOCKER = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None, timeout=60)
+db.execute("BEGIN EXCLUSIVE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+db.execute("COMMIT")
+print(time.time(), flush=True)
+"""
+
+
+def test_sqlite_locked_by_another_process(
+    sqlite_master: MasterProcess, context_dir: pathlib.Path, ledger_dir: pathlib.Path
+) -> None:
+    """Another process holds the SQLite file with ``BEGIN EXCLUSIVE`` for 10 s while 2 trials
+    report: reads are still served, writes (the trials' reports, a client's PATCH) wait for the lock
+    (SQLite's busy timeout: the master retries; past it a client gets a 503 naming the lock, see
+    test_database_outage_is_a_503) and then succeed; nothing is lost or stored twice."""
+    api = sqlite_master.api()
+    exp = api.create_experiment(experiment_config("locked", [0.8, 0.9], ledger_dir), context_dir)
+    trials = trial_ids(api, exp, 2)
+    wait_ledgers(
+        api,
+        ledger_dir,
+        trials,
+        lambda ledger: ledger.checkpoints and len(ledger.metrics) >= 7,
+        "both trials past their first checkpoint",
+    )
+    locker = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, str(sqlite_master.data_dir / "det.sqlite"), "10"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert locker.stdout is not None
+        assert locker.stdout.readline().strip() == "locked"
+        started = time.monotonic()
+        assert api.get("/api/v1/master")["clusterName"] is not None
+        assert any(e["id"] == exp for e in api.get("/api/v1/experiments")["experiments"])
+        assert api.experiment(exp)["state"] == "STATE_RUNNING"  # ACTIVE, its trial running
+        reads_s = time.monotonic() - started
+        api.session.request(
+            "PATCH", f"/api/v1/experiments/{exp}", body={"description": "written after the lock"}
+        )
+        written_at = time.time()
+        released_at = float(locker.stdout.readline())
+        assert locker.wait(30) == 0
+    finally:
+        locker.kill()
+    assert reads_s < 8, reads_s  # served during the lock, not after it
+    assert written_at >= released_at - 0.05  # the write waited for the lock
+    assert api.experiment(exp)["description"] == "written after the lock"
+    assert api.wait_experiment(exp, timeout=180) == "STATE_COMPLETED", api.debug(exp)
+    xs = hparam_x(api, exp)
+    for t in trials:
+        assert check_stored_exactly_once(api, ledger_dir, t, xs).done
+
+
+@pytest.fixture(scope="module")
+def private_postgres() -> Iterator[PrivatePostgres]:
+    try:
+        server = PrivatePostgres()
+    except (FileNotFoundError, RuntimeError) as exc:
+        pytest.skip(f"no private PostgreSQL server: {exc}")
+    yield server
+    server.close()
+
+
+def _error(response: requests.Response) -> str:
+    return str(response.json()["error"]["error"])
+
+
+def test_postgres_restarted_mid_run(
+    private_postgres: PrivatePostgres,
+    workdir: pathlib.Path,
+    context_dir: pathlib.Path,
+    ledger_dir: pathlib.Path,
+) -> None:
+    """The PostgreSQL server stops (``pg_ctl stop -m fast``) while 2 trials report and starts
+    again: meanwhile a client gets a 503 naming the database, not a 500; the pool reconnects, the
+    trials ride the outage out and the experiment completes with every report stored once."""
+    master = MasterProcess(workdir / "pg-master", slots=2, db=private_postgres.url)
+    try:
+        api = master.api()
+        exp = api.create_experiment(experiment_config("pg", [1.0, 1.1], ledger_dir), context_dir)
+        trials = trial_ids(api, exp, 2)
+        wait_ledgers(
+            api,
+            ledger_dir,
+            trials,
+            lambda ledger: ledger.checkpoints and len(ledger.metrics) >= 7,
+            "both trials past their first checkpoint",
+        )
+        token = master.login("determined")
+        private_postgres.stop()
+        try:
+            response = requests.get(
+                f"{master.url}/api/v1/experiments/{exp}",
+                headers={"Authorization": f"Bearer {token}"},
+                timeout=60,
+            )
+            assert response.status_code == 503, response.text
+            assert "database is unavailable" in _error(response), response.text
+        finally:
+            private_postgres.start()
+        assert api.wait_experiment(exp, timeout=180) == "STATE_COMPLETED", api.debug(exp)
+        xs = hparam_x(api, exp)
+        for t in trials:
+            assert check_stored_exactly_once(api, ledger_dir, t, xs).done
+    finally:
+        master.stop()
+
+
+def test_data_dir_filesystem_full(
+    make_master: Any, workdir: pathlib.Path, context_dir: pathlib.Path, ledger_dir: pathlib.Path
+) -> None:
+    """The master's data dir lives on a 32 MiB tmpfs that fills up while a trial reports: writes
+    get a 503 saying the disk is full (a client's PATCH, the trial's reports, which it retries),
+    reads are still served, the database passes ``PRAGMA integrity_check`` and holds nothing half
+    written; once space is freed the trial goes on and its experiment completes, every report
+    stored once. (Checkpoints go to a directory off the full filesystem.)"""
+    mount = workdir / "small-fs"
+    try:
+        filesystem = tmpfs(mount, "32m")
+        fs = filesystem.__enter__()
+    except PermissionError as exc:
+        pytest.skip(str(exc))
+    master = None
+    try:
+        master = make_master(
+            data_dir=fs / "master", slots=2, checkpoint_storage=str(workdir / "full-ckpts")
+        )
+        api = master.api()
+        exp = api.create_experiment(experiment_config("full", [1.2], ledger_dir), context_dir)
+        (trial,) = trial_ids(api, exp, 1)
+        wait_ledgers(
+            api,
+            ledger_dir,
+            [trial],
+            lambda ledger: ledger.checkpoints and len(ledger.metrics) >= 7,
+            "the trial past its first checkpoint",
+        )
+        token = master.login("determined")  # a login writes a session row
+        ballast = fill(fs)
+        stalled = len(read_ledger(ledger_dir, trial).metrics)
+        response = requests.patch(
+            f"{master.url}/api/v1/experiments/{exp}",
+            json={"description": "never stored"},
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+        )
+        assert response.status_code == 503, response.text
+        assert "full" in _error(response), response.text
+        assert api.experiment(exp)["state"] == "STATE_RUNNING"  # reads still served
+        assert len(read_ledger(ledger_dir, trial).metrics) <= stalled + 1  # reports wait
+        check = subprocess.run(
+            [sys.executable, "-c", INTEGRITY, str(fs / "master" / "det.sqlite")],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert check.stdout.strip() == "ok", check
+        ballast.unlink()
+        assert api.wait_experiment(exp, timeout=180) == "STATE_COMPLETED", api.debug(exp)
+        assert api.experiment(exp)["description"] != "never stored"
+        assert check_stored_exactly_once(api, ledger_dir, trial, hparam_x(api, exp)).done
+    finally:
+        if master is not None:
+            master.stop()  # before the filesystem goes away
+        filesystem.__exit__(None, None, None)
+
+
+INTEGRITY = """
+import sqlite3, sys
+db = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+print(db.execute("PRAGMA integrity_check").fetchone()[0])
+"""
