@@ -2,52 +2,91 @@
 
 from __future__ import annotations
 
-import datetime
 import math
 from typing import Any
 
-import orjson
-from sqlalchemy import insert, update
+from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from determined.master import _wire
 from determined.master.db import Metric, Run, utcnow
+from determined.master.db._metric_inserts import insert_metric_rows
+
+_NUMBER_TYPES = frozenset((float, int))
 
 
 def _summarize(summary: dict[str, Any], reports: list[dict[str, Any]]) -> dict[str, Any]:
     """``summary`` (per metric: type, count, last, and for numbers sum/min/max/mean) updated with
-    every report of ``reports``, in order. Each entry is copied once per call, not once per report."""
+    every report of ``reports``, in order. Each entry is copied once per call, not once per report;
+    a metric whose values are all finite numbers is folded in with C-level ``sum``/``min``/``max``.
+    """
     out = dict(summary)
-    copied: set[str] = set()
-    for values in reports:
-        for name, raw in values.items():
-            value = _wire.to_float(raw)
-            if name not in copied:
-                out[name] = dict(out.get(name) or {})
-                copied.add(name)
-            entry = out[name]
-            if value is None:
-                count = int(entry.get("count", 0)) + 1
-                entry.clear()
-                entry.update(
-                    type="string" if isinstance(raw, str) else "object", last=raw, count=count
-                )
-                continue
-            if entry.get("type") != "number":
-                entry.clear()
-                entry.update(type="number", count=0, sum=0.0)
-            entry["count"] += 1
-            if math.isfinite(value):
-                entry["last"] = value
-                entry["sum"] += value
-                if "min" not in entry or value < entry["min"]:
-                    entry["min"] = value
-                if "max" not in entry or value > entry["max"]:
-                    entry["max"] = value
-            else:
-                entry["last"] = _wire.clean_float(value)
-            entry["mean"] = entry["sum"] / entry["count"]
+    if not reports:
+        return out
+    keys = reports[0].keys()
+    columns: dict[str, list[Any]]
+    if all(values.keys() == keys for values in reports):
+        columns = {name: [values[name] for values in reports] for name in keys}
+    else:
+        columns = {}
+        for values in reports:
+            for name, raw in values.items():
+                columns.setdefault(name, []).append(raw)
+    for name, column in columns.items():
+        entry = dict(out.get(name) or {})
+        out[name] = entry
+        if not _add_numbers(entry, column):
+            _add_each(entry, column)
     return out
+
+
+def _add_numbers(entry: dict[str, Any], column: list[Any]) -> bool:
+    """Fold ``column`` into ``entry`` when every value is a finite int or float; False (``entry``
+    untouched) otherwise."""
+    if not set(map(type, column)) <= _NUMBER_TYPES:
+        return False
+    fresh = entry.get("type") != "number"
+    total = sum(column, 0.0 if fresh else entry["sum"])
+    if not math.isfinite(total):  # an inf/nan value (or an overflow): value by value
+        return False
+    if fresh:
+        entry.clear()
+        entry.update(type="number", count=0, sum=0.0)
+    entry["count"] += len(column)
+    entry["sum"] = total
+    entry["last"] = float(column[-1])
+    low, high = float(min(column)), float(max(column))
+    if "min" not in entry or low < entry["min"]:
+        entry["min"] = low
+    if "max" not in entry or high > entry["max"]:
+        entry["max"] = high
+    entry["mean"] = total / entry["count"]
+    return True
+
+
+def _add_each(entry: dict[str, Any], column: list[Any]) -> None:
+    """Fold ``column`` into ``entry`` value by value (strings, objects, NaN/Infinity)."""
+    for raw in column:
+        value = _wire.to_float(raw)
+        if value is None:
+            count = int(entry.get("count", 0)) + 1
+            entry.clear()
+            entry.update(type="string" if isinstance(raw, str) else "object", last=raw, count=count)
+            continue
+        if entry.get("type") != "number":
+            entry.clear()
+            entry.update(type="number", count=0, sum=0.0)
+        entry["count"] += 1
+        if math.isfinite(value):
+            entry["last"] = value
+            entry["sum"] += value
+            if "min" not in entry or value < entry["min"]:
+                entry["min"] = value
+            if "max" not in entry or value > entry["max"]:
+                entry["max"] = value
+        else:
+            entry["last"] = _wire.clean_float(value)
+        entry["mean"] = entry["sum"] / entry["count"]
 
 
 def _finite_or_clean(values: Any) -> Any:
@@ -65,34 +104,8 @@ def _finite_or_clean(values: Any) -> Any:
 
 
 def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> None:
-    """One multi-row INSERT of metric rows.
-
-    On SQLite the DBAPI's executemany is called directly, with the storage formats SQLAlchemy's
-    types use (JSON text, naive UTC ``YYYY-MM-DD HH:MM:SS.ffffff``): SQLAlchemy's per-row parameter
-    processing costs more than the insert itself. Other databases go through SQLAlchemy Core.
-    """
-    connection = session.connection()
-    if connection.dialect.name != "sqlite":
-        session.execute(insert(Metric.__table__), rows)  # type: ignore[arg-type]
-        return
-    utc = datetime.timezone.utc
-    params = [
-        (
-            row["trial_id"],
-            row["trial_run_id"],
-            row["metric_group"],
-            row["total_batches"],
-            row["end_time"].astimezone(utc).strftime("%Y-%m-%d %H:%M:%S.%f"),
-            orjson.dumps(row["metrics"]).decode(),
-            0,
-        )
-        for row in rows
-    ]
-    connection.exec_driver_sql(
-        "INSERT INTO metrics (trial_id, trial_run_id, metric_group, total_batches, end_time, "
-        "metrics, archived) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        params,
-    )
+    """One bulk insert of metric rows in the session's transaction (see ``db._metric_inserts``)."""
+    insert_metric_rows(session.connection(), rows)
 
 
 class MetricReport:

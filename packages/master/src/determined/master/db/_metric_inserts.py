@@ -1,0 +1,111 @@
+"""Many metric rows in one statement: the hot insert of the metrics writer, per database.
+
+SQLAlchemy's per-row parameter processing (JSON serialisation, datetime binding, cache keys) costs
+more than the database's own work, so each dialect gets its cheapest bulk path, fed values already
+in the storage format:
+
+- SQLite: the DBAPI's ``executemany`` of one prepared INSERT (JSON text, naive UTC
+  ``YYYY-MM-DD HH:MM:SS.ffffff`` as SQLAlchemy's ``DateTime`` stores it);
+- PostgreSQL (psycopg 3): ``COPY metrics (...) FROM STDIN`` in text format, the rows written as one
+  buffer in the open transaction, so a batch costs one round trip and no per-row statement;
+- anything else: SQLAlchemy Core's ``executemany``.
+
+Every path inserts inside the caller's transaction: nothing is visible before its commit.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import Any
+
+import orjson
+from sqlalchemy import insert
+from sqlalchemy.engine import Connection
+
+from determined.master.db._models import Metric
+
+COLUMNS = "trial_id, trial_run_id, metric_group, total_batches, end_time, metrics, archived"
+
+_UTC = datetime.timezone.utc
+_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _naive_utc(value: datetime.datetime) -> str:
+    if value.tzinfo is not None and value.utcoffset():
+        value = value.astimezone(_UTC)
+    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def _copy_text(value: str) -> str:
+    """``value`` escaped for a field of PostgreSQL's COPY text format."""
+    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
+        return value.translate(_COPY_ESCAPES)
+    return value
+
+
+def copy_buffer(rows: list[dict[str, Any]]) -> bytes:
+    """The COPY text-format payload of ``rows`` (columns in :data:`COLUMNS` order)."""
+    lines = []
+    group_text: dict[str, str] = {}
+    last_time: Any = None
+    last_text = ""
+    for row in rows:
+        group = row["metric_group"]
+        escaped = group_text.get(group)
+        if escaped is None:
+            escaped = group_text[group] = _copy_text(group)
+        # orjson escapes control characters inside JSON strings, so only backslashes need doubling.
+        metrics = orjson.dumps(row["metrics"]).decode()
+        if "\\" in metrics:
+            metrics = metrics.replace("\\", "\\\\")
+        end_time = row["end_time"]
+        if end_time is not last_time:  # a request's reports usually share one time
+            last_time = end_time
+            if end_time.tzinfo is None:
+                end_time = end_time.replace(tzinfo=_UTC)
+            last_text = end_time.isoformat()
+        lines.append(
+            f"{row['trial_id']}\t{row['trial_run_id']}\t{escaped}\t{row['total_batches']}\t"
+            f"{last_text}\t{metrics}\t{'t' if row['archived'] else 'f'}\n"
+        )
+    return "".join(lines).encode()
+
+
+def insert_metric_rows(connection: Connection, rows: list[dict[str, Any]]) -> None:
+    """Insert ``rows`` (dicts with the keys of :data:`COLUMNS`) in ``connection``'s transaction."""
+    if not rows:
+        return
+    dialect = connection.dialect
+    if dialect.name == "sqlite":
+        params = []
+        last_time: Any = None
+        last_text = ""
+        dumps = orjson.dumps
+        for row in rows:
+            end_time = row["end_time"]
+            if end_time is not last_time:  # a request's reports usually share one time
+                last_time, last_text = end_time, _naive_utc(end_time)
+            params.append(
+                (
+                    row["trial_id"],
+                    row["trial_run_id"],
+                    row["metric_group"],
+                    row["total_batches"],
+                    last_text,
+                    dumps(row["metrics"]).decode(),
+                    1 if row["archived"] else 0,
+                )
+            )
+        connection.exec_driver_sql(
+            f"INSERT INTO metrics ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", params
+        )
+        return
+    if dialect.name == "postgresql" and dialect.driver == "psycopg":
+        raw = connection.connection.driver_connection
+        with (
+            raw.cursor() as cursor,  # type: ignore[union-attr]
+            cursor.copy(f"COPY metrics ({COLUMNS}) FROM STDIN") as copy,
+        ):
+            copy.write(copy_buffer(rows))
+        return
+    connection.execute(insert(Metric.__table__), rows)  # type: ignore[arg-type]
