@@ -143,6 +143,19 @@ def check_search(config: Mapping[str, Any], limits: Limits) -> None:
         )
 
 
+def check_experiment_config(master_config: Any, config: Mapping[str, Any]) -> None:
+    """The shared-master guards of a validated experiment config, before anything is enumerated
+    or stored: the search size and hyperparameters (:func:`check_search`) and the storage roots.
+
+    Args:
+        master_config: the master's ``MasterConfig`` (its limits and storage roots).
+        config: the validated experiment config.
+    """
+    check_search(config, master_config.limits_config())
+    roots = master_config.storage_roots()
+    check_storage_roots(config.get("checkpoint_storage"), roots, "checkpoint_storage")
+
+
 def quota_error(kind: str, active: int, limit: int, key: str) -> APIError:
     """A 429 for a user at a per-user quota, naming the limit and how an admin raises it."""
     return APIError(
