@@ -33,7 +33,7 @@ from determined.master._api._trial_sort import check_trial_sort, sort_trial_json
 from determined.master._core._context import ContextError, pack_files
 from determined.master._core._experiments import ExperimentPatch
 from determined.master._core._quotas import check_experiment_quota
-from determined.master._limits import check_search, check_storage_roots
+from determined.master._limits import check_experiment_config
 from determined.master._wire import TERMINAL_STATES, APIError, get, pagination, sub_object, unstate
 from determined.master.db import Experiment, Metric, Run, User
 from determined.master.db._visibility import experiments_visible
@@ -79,13 +79,7 @@ def validate_config(master: Any, raw: Any, storage: dict[str, Any] | None = None
         raise APIError(400, f"invalid experiment configuration: {e}") from None
     except ValueError as e:
         raise APIError(400, f"invalid experiment configuration: {e}") from None
-    # The shared-master guards, before anything is enumerated or stored (docs/security.md).
-    check_search(validated.config, master.config.limits_config())
-    check_storage_roots(
-        validated.config.get("checkpoint_storage"),
-        master.config.storage_roots(),
-        "checkpoint_storage",
-    )
+    check_experiment_config(master.config, validated.config)  # docs/security.md
     return validated
 
 
