@@ -106,7 +106,7 @@ def test_bad_input_is_4xx_and_master_keeps_serving(
     validate = client.post(
         "/api/v1/experiments", {"config": good, "validateOnly": True, "modelDefinition": []}
     )
-    assert validate["experiment"] is None and validate["config"]["max_restarts"] == 0
+    assert validate["experiment"]["id"] == 0 and validate["config"]["max_restarts"] == 0
     assert client.get("/api/v1/experiments")["pagination"]["total"] == 0
     assert client.get("/api/v1/master")["version"]
 

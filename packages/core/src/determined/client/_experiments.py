@@ -208,7 +208,7 @@ def create_experiment(
     )
     experiment = answer.get("experiment") or {}
     return CreatedExperiment(
-        id=int(experiment["id"]) if experiment.get("id") is not None else None,
+        id=int(experiment["id"]) if experiment.get("id") else None,  # 0: validate_only
         config=dict(answer.get("config") or {}),
         warnings=[str(w) for w in answer.get("warnings") or []],
         config_warnings=[str(w) for w in answer.get("configWarnings") or []],

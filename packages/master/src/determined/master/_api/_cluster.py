@@ -130,6 +130,7 @@ def _agent_json(agent: Agent) -> dict[str, Any]:
     return {
         "id": agent.agent_id,
         "registeredTime": ts(agent.registered_time),
+        "slotStats": _slot_stats(list(slots.values())),
         "slots": slots,
         "containers": containers,
         "resourcePools": [agent.resource_pool],
@@ -138,6 +139,21 @@ def _agent_json(agent: Agent) -> dict[str, Any]:
         "draining": False,
         "version": "",
     }
+
+
+def _slot_stats(slots: list[dict[str, Any]]) -> dict[str, Any]:
+    """Upstream's ``v1SlotStats``: slot counts by device type and by brand, with container states."""
+    by_type: dict[str, dict[str, Any]] = {}
+    by_brand: dict[str, dict[str, Any]] = {}
+    for slot in slots:
+        device = slot["device"]
+        for table, key in ((by_type, device["type"]), (by_brand, device["brand"] or "")):
+            stats = table.setdefault(key, {"disabled": 0, "draining": 0, "total": 0, "states": {}})
+            stats["total"] += 1
+            if "container" in slot:
+                state = slot["container"]["state"]
+                stats["states"][state] = stats["states"].get(state, 0) + 1
+    return {"typeStats": by_type, "brandStats": by_brand}
 
 
 @router.get("/api/v1/agents")

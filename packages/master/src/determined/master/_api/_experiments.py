@@ -147,13 +147,9 @@ def create_experiment(
     # config deprecations travel in det's own `configWarnings`.
     warnings: list[str] = []
     config_warnings = list(validated.warnings)
-    if get(body, "validate_only"):
-        return {
-            "experiment": None,
-            "config": config,
-            "warnings": warnings,
-            "configWarnings": config_warnings,
-        }
+    if get(body, "validate_only"):  # as upstream: a zero-valued experiment, nothing created
+        answer = {"config": config, "warnings": warnings, "configWarnings": config_warnings}
+        return {**answer, "experiment": _serialize.validated_experiment(config, project_id)}
     activate = bool_param(get(body, "activate"), False)
     check_experiment_quota(master.db, principal.user, master.config.limits_config())
     exp_id = experiments_of(request).create(

@@ -16,6 +16,7 @@ from determined.master.db import (
     Metric,
     Run,
     User,
+    utcnow,
     validation_at_step,
 )
 
@@ -208,6 +209,26 @@ def _active_detail(session: Session, row: Experiment) -> str:
     if "RUNNING" in states:
         return "STATE_RUNNING"
     return "STATE_STARTING" if states else "STATE_QUEUED"
+
+
+def validated_experiment(config: dict[str, Any], project_id: int) -> dict[str, Any]:
+    """The ``experiment`` of a ``validateOnly`` create: nothing was created, so, as upstream, an
+    experiment with zero values (id 0, ``STATE_UNSPECIFIED``) carrying the validated config."""
+    return {
+        "id": 0,
+        "name": str(config.get("name") or ""),
+        "state": "STATE_UNSPECIFIED",
+        "archived": False,
+        "numTrials": 0,
+        "jobId": "",
+        "startTime": ts(utcnow()),
+        "searcherType": str((config.get("searcher") or {}).get("name") or ""),
+        "projectId": project_id,
+        "projectOwnerId": 0,
+        "username": "",
+        "config": config,
+        "originalConfig": "",
+    }
 
 
 def _best_trial(

@@ -65,7 +65,9 @@ async def preemption_signal(
 ) -> dict[str, Any]:
     """Long-poll: answers ``{"preempt": true}`` as soon as the allocation should stop, or
     ``false`` after ``timeout_seconds``."""
-    timeout = int_param(request.query_params.get("timeout_seconds"), "timeout_seconds", 60) or 0
+    q = request.query_params  # grpc-gateway takes the camelCase name too (upstream's bindings)
+    raw = q.get("timeout_seconds", q.get("timeoutSeconds"))
+    timeout = int_param(raw, "timeout_seconds", 60) or 0
     timeout = max(0, min(timeout, 3600))
     await run_in_threadpool(_alloc_or_404, request, allocation_id)
     preempt = await allocations_of(request).wait_preemption(allocation_id, float(timeout))

@@ -134,8 +134,9 @@ async def report_training_metrics(
     body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate_async),
 ) -> dict[str, Any]:
-    """Legacy form of a training report."""
-    return await _report(request, trial_id, "training", get(body, "training_metrics"))
+    """Legacy form of a training report: the body is the ``TrialMetrics`` itself (upstream's
+    bindings) or wrapped in ``training_metrics``."""
+    return await _report(request, trial_id, "training", sub_object(body, "training_metrics"))
 
 
 @router.post(
@@ -148,8 +149,9 @@ async def report_validation_metrics(
     body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate_async),
 ) -> dict[str, Any]:
-    """Legacy form of a validation report."""
-    return await _report(request, trial_id, "validation", get(body, "validation_metrics"))
+    """Legacy form of a validation report: the body is the ``TrialMetrics`` itself (upstream's
+    bindings) or wrapped in ``validation_metrics``."""
+    return await _report(request, trial_id, "validation", sub_object(body, "validation_metrics"))
 
 
 @router.post("/api/v1/trials/{trial_id}/progress", dependencies=[on_trial(P.UPDATE_EXPERIMENT)])

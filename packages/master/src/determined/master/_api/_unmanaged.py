@@ -88,7 +88,8 @@ def create_unmanaged_experiment(
     require_project(request, principal, project_id, P.CREATE_EXPERIMENT)
     projects.check_can_add(project_id)
     if get(body, "validate_only"):
-        return {"experiment": None, "config": config, "warnings": []}
+        experiment = _serialize.validated_experiment(config, project_id)
+        return {"experiment": experiment, "config": config, "warnings": []}
     exp_id = unmanaged_of(request).put_experiment(
         owner_id=principal.user.id,
         config=config,
