@@ -1,0 +1,268 @@
+"""API reads under load: 50 concurrent readers while 20 trials report metrics, against the same
+readers on the idle master (same run, same data). Per route: throughput and p50/p99 latency, idle
+vs loaded, and the ratio loaded/idle. Target: p99 < 250 ms for every read route under load.
+
+One ``det-master up`` process (SQLite by default, ``--db URL`` for PostgreSQL). First a finished
+"history" experiment is stored (one trial with ``--history-steps`` training reports) so the metric
+reads have something to return. Then the readers run for ``--seconds`` against the idle master,
+then 20 real trial processes start reporting (one training report every ``--interval`` seconds each,
+through det's metrics shipper) and, once every trial has reported, the readers run again for
+``--seconds``. Readers are ``--procs`` processes of ``--readers / --procs`` threads each, so the
+load generator's own GIL does not stand in for the master's latency. Each reader loops over the
+routes: the experiment list, an experiment's trials, a trial, and a trial's training metrics.
+
+    .venv/bin/python benchmarks/bench_api_load.py [--readers 50] [--trials 20] [--seconds 15]
+        [--interval 0.05] [--history-steps 2000] [--procs 5] [--db URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import pathlib
+import tempfile
+import threading
+import time
+from typing import Any
+
+from _master import create_experiment, start_master_process, wait_for
+
+from determined.client import Session
+
+TARGET_P99_MS = 250.0
+
+TRAIN = """
+import time
+
+import determined as det
+
+hp = det.get_cluster_info().trial.hparams
+with det.core.init() as core:
+    step = 0
+    for op in core.searcher.operations():
+        end = time.time() + float(hp["seconds"])
+        while step < int(hp["steps"]) or (int(hp["steps"]) == 0 and time.time() < end):
+            step += 1
+            core.train.report_training_metrics(
+                steps_completed=step, metrics={"loss": 1.0 / step, "acc": 1.0 - 1.0 / step}
+            )
+            if float(hp["interval"]) > 0:
+                time.sleep(float(hp["interval"]))
+        core.train.report_validation_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
+        op.report_completed(1.0 / step)
+"""
+
+
+def _config(name: str, trials: int, steps: int, seconds: float, interval: float) -> dict[str, Any]:
+    return {
+        "name": name,
+        "entrypoint": "python3 train.py",
+        "hyperparameters": {
+            "i": {"type": "categorical", "vals": list(range(trials))},
+            "steps": steps,
+            "seconds": seconds,
+            "interval": interval,
+        },
+        "searcher": {
+            "name": "grid",
+            "metric": "loss",
+            "max_length": {"batches": 10**9},
+            "max_concurrent_trials": 0,
+        },
+        "max_restarts": 0,
+    }
+
+
+def _routes(exp_id: int, trial_id: int) -> list[tuple[str, str, dict[str, Any]]]:
+    """(label, path, params) of the read routes a reader cycles through."""
+    return [
+        ("GET /experiments", "/api/v1/experiments", {"limit": 50}),
+        ("GET /experiments/{id}/trials", f"/api/v1/experiments/{exp_id}/trials", {}),
+        ("GET /trials/{id}", f"/api/v1/trials/{trial_id}", {}),
+        (
+            "GET /trials/metrics/trial_metrics",
+            "/api/v1/trials/metrics/trial_metrics",
+            {"trialIds": trial_id, "group": "training"},
+        ),
+    ]
+
+
+def _reader_proc(
+    url: str,
+    token: str,
+    routes: list[tuple[str, str, dict[str, Any]]],
+    threads: int,
+    seconds: float,
+    out: Any,
+) -> None:
+    """``threads`` reader threads for ``seconds``; puts {label: [latency_s, ...]} on ``out``."""
+    results: dict[str, list[float]] = {label: [] for label, _, _ in routes}
+    errors: list[str] = []
+    lock = threading.Lock()
+    start_at = time.monotonic() + 0.2
+    stop_at = start_at + seconds
+
+    def run(offset: int) -> None:
+        session = Session(url, token)
+        mine: dict[str, list[float]] = {label: [] for label, _, _ in routes}
+        while time.monotonic() < start_at:
+            time.sleep(0.01)
+        i = offset
+        while time.monotonic() < stop_at:
+            label, path, params = routes[i % len(routes)]
+            i += 1
+            began = time.perf_counter()
+            try:
+                if label.endswith("trial_metrics"):
+                    for _ in session.stream(path, params=params, timeout=60):
+                        pass
+                else:
+                    session.request("GET", path, params=params, timeout=60)
+            except Exception as exc:  # counted, not fatal: a benchmark reports what it saw
+                with lock:
+                    errors.append(f"{label}: {exc}")
+                continue
+            mine[label].append(time.perf_counter() - began)
+        with lock:
+            for key, values in mine.items():
+                results[key].extend(values)
+
+    workers = [threading.Thread(target=run, args=(n,)) for n in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    out.put((results, errors))
+
+
+def read_phase(
+    url: str, token: str, routes: list[tuple[str, str, dict[str, Any]]], args: argparse.Namespace
+) -> tuple[dict[str, list[float]], list[str]]:
+    """Run ``args.readers`` readers for ``args.seconds``; latencies per route and errors."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    per_proc = [
+        args.readers // args.procs + (1 if n < args.readers % args.procs else 0)
+        for n in range(args.procs)
+    ]
+    procs = [
+        ctx.Process(target=_reader_proc, args=(url, token, routes, n, args.seconds, out))
+        for n in per_proc
+        if n > 0
+    ]
+    for p in procs:
+        p.start()
+    merged: dict[str, list[float]] = {label: [] for label, _, _ in routes}
+    errors: list[str] = []
+    for _ in procs:
+        results, errs = out.get(timeout=args.seconds + 300)
+        for key, values in results.items():
+            merged[key].extend(values)
+        errors.extend(errs)
+    for p in procs:
+        p.join()
+    return merged, errors
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000.0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--readers", type=int, default=50)
+    parser.add_argument("--trials", type=int, default=20)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--interval", type=float, default=0.05)
+    parser.add_argument("--history-steps", type=int, default=2000)
+    parser.add_argument("--procs", type=int, default=5)
+    parser.add_argument("--db", default=None)
+    args = parser.parse_args()
+
+    flags = ["--slots", str(args.trials + 1)]
+    if args.db:
+        flags += ["--db", args.db]
+    proc, session = start_master_process(*flags)
+    try:
+        context = pathlib.Path(tempfile.mkdtemp(prefix="det-bench-load-"))
+        (context / "train.py").write_text(TRAIN)
+        history = create_experiment(
+            session, _config("history", 1, args.history_steps, 0, 0), context
+        )
+        wait_for(
+            lambda: (
+                session.request("GET", f"/api/v1/experiments/{history}")["experiment"]["state"]
+                == "STATE_COMPLETED"
+            ),
+            timeout=300,
+            interval=0.2,
+        )
+        trial_id = session.request("GET", f"/api/v1/experiments/{history}/trials")["trials"][0][
+            "id"
+        ]
+        routes = _routes(history, trial_id)
+        token = str(session.token)
+
+        idle, idle_errors = read_phase(session.master_url, token, routes, args)
+
+        load = create_experiment(
+            session,
+            _config("load", args.trials, 0, args.seconds * 4 + 120, args.interval),
+            context,
+        )
+
+        def all_reporting() -> bool:
+            trials = session.request("GET", f"/api/v1/experiments/{load}/trials")["trials"]
+            return len(trials) == args.trials and all(
+                int(t.get("totalBatchesProcessed") or 0) > 0 for t in trials
+            )
+
+        started = time.monotonic()
+        wait_for(all_reporting, timeout=600, interval=0.5)
+        ready_s = time.monotonic() - started
+        loaded, loaded_errors = read_phase(session.master_url, token, routes, args)
+        trials = session.request("GET", f"/api/v1/experiments/{load}/trials")["trials"]
+        reported = sum(int(t.get("totalBatchesProcessed") or 0) for t in trials)
+        session.request("POST", f"/api/v1/experiments/{load}/kill", body={})
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+    print(
+        f"{args.readers} readers x {args.seconds:.0f} s, idle master vs {args.trials} trials"
+        f" reporting every {args.interval} s (all reporting after {ready_s:.1f} s;"
+        f" {reported} training reports by the end); db: {args.db or 'sqlite'}"
+    )
+    header = (
+        f"{'route':36} {'idle req/s':>10} {'idle p50':>9} {'idle p99':>9}"
+        f" {'load req/s':>10} {'load p50':>9} {'load p99':>9} {'p99 ratio':>9}"
+    )
+    print(header)
+    print("-" * len(header))
+    worst = 0.0
+    for label, _, _ in routes:
+        a, b = idle[label], loaded[label]
+        p99_idle, p99_load = _pct(a, 0.99), _pct(b, 0.99)
+        worst = max(worst, p99_load)
+        print(
+            f"{label:36} {len(a) / args.seconds:10.1f} {_pct(a, 0.5):7.1f}ms {p99_idle:7.1f}ms"
+            f" {len(b) / args.seconds:10.1f} {_pct(b, 0.5):7.1f}ms {p99_load:7.1f}ms"
+            f" {p99_load / p99_idle:8.2f}x"
+        )
+    total_idle = sum(len(v) for v in idle.values()) / args.seconds
+    total_load = sum(len(v) for v in loaded.values()) / args.seconds
+    print(f"{'all reads':36} {total_idle:10.1f} {'':>9} {'':>9} {total_load:10.1f}")
+    print(f"errors: idle {len(idle_errors)}, loaded {len(loaded_errors)}")
+    for error in (idle_errors + loaded_errors)[:5]:
+        print("  " + error)
+    verdict = "met" if worst < TARGET_P99_MS else "NOT met"
+    print(
+        f"target p99 < {TARGET_P99_MS:.0f} ms for reads under load: {verdict} (worst {worst:.1f} ms)"
+    )
+
+
+if __name__ == "__main__":
+    main()
