@@ -22,7 +22,8 @@ HOLD_LINE = "holding for a pause after batch"
 
 class LinTrial(lintrial.LinTrial):
     """With ``wait_for_pause_at: N`` its first run holds after batch N until the experiment is
-    paused, so a test pauses it mid-run (every rank polls in step: one broadcast per poll)."""
+    paused (no time limit), so a test pauses it mid-run (every rank polls in step: one broadcast
+    per poll)."""
 
     def train_batch(self, dataloader_iter: Any, epoch_idx: int, batch_idx: int) -> Any:
         out = super().train_batch(dataloader_iter, epoch_idx, batch_idx)
@@ -34,9 +35,10 @@ class LinTrial(lintrial.LinTrial):
             self._waited = True
             preempt = self.context._core.preempt
             print(f"{HOLD_LINE} {batch_idx}", flush=True)  # the test pauses once it reads this
-            for _ in range(2400):  # a count, not a clock: every rank must poll equally often
-                if preempt.should_preempt(auto_ack=False):
-                    break
+            # Until the pause arrives, however long the test takes to get every trial here on a
+            # loaded machine (a bounded hold let an early trial run on past it). Every rank polls
+            # equally often: each poll is one broadcast of the chief's answer.
+            while not preempt.should_preempt(auto_ack=False):
                 time.sleep(0.1)
         return out
 
