@@ -9,10 +9,13 @@ then 20 real trial processes start reporting (one training report every ``--inte
 through det's metrics shipper) and, once every trial has reported, the readers run again for
 ``--seconds``. Readers are ``--procs`` processes of ``--readers / --procs`` threads each, so the
 load generator's own GIL does not stand in for the master's latency. Each reader loops over the
-routes: the experiment list, an experiment's trials, a trial, and a trial's training metrics.
+routes: the experiment list, an experiment's trials, a trial, and a trial's training metrics, waiting
+``--think`` seconds between requests (default 1 s: a client polling once a second, as a web UI page or
+a watch loop does; ``--think 0`` makes every reader a closed loop, which measures saturation: latency is
+then readers / throughput, whatever the master's speed).
 
     .venv/bin/python benchmarks/bench_api_load.py [--readers 50] [--trials 20] [--seconds 15]
-        [--interval 0.05] [--history-steps 2000] [--procs 5] [--db URL]
+        [--interval 0.05] [--history-steps 2000] [--procs 5] [--think 1.0] [--db URL]
 """
 
 from __future__ import annotations
@@ -93,6 +96,7 @@ def _reader_proc(
     routes: list[tuple[str, str, dict[str, Any]]],
     threads: int,
     seconds: float,
+    think: float,
     out: Any,
 ) -> None:
     """``threads`` reader threads for ``seconds``; puts {label: [latency_s, ...]} on ``out``."""
@@ -105,7 +109,9 @@ def _reader_proc(
     def run(offset: int) -> None:
         session = Session(url, token)
         mine: dict[str, list[float]] = {label: [] for label, _, _ in routes}
-        while time.monotonic() < start_at:
+        # Readers start spread over one think time, as independent clients would.
+        first = start_at + (think * offset / max(1, threads) if think > 0 else 0.0)
+        while time.monotonic() < first:
             time.sleep(0.01)
         i = offset
         while time.monotonic() < stop_at:
@@ -123,6 +129,8 @@ def _reader_proc(
                     errors.append(f"{label}: {exc}")
                 continue
             mine[label].append(time.perf_counter() - began)
+            if think > 0:
+                time.sleep(think)
         with lock:
             for key, values in mine.items():
                 results[key].extend(values)
@@ -146,7 +154,10 @@ def read_phase(
         for n in range(args.procs)
     ]
     procs = [
-        ctx.Process(target=_reader_proc, args=(url, token, routes, n, args.seconds, out))
+        ctx.Process(
+            target=_reader_proc,
+            args=(url, token, routes, n, args.seconds, args.think, out),
+        )
         for n in per_proc
         if n > 0
     ]
@@ -179,6 +190,7 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.05)
     parser.add_argument("--history-steps", type=int, default=2000)
     parser.add_argument("--procs", type=int, default=5)
+    parser.add_argument("--think", type=float, default=1.0)
     parser.add_argument("--db", default=None)
     args = parser.parse_args()
 
@@ -234,7 +246,8 @@ def main() -> None:
     print(
         f"{args.readers} readers x {args.seconds:.0f} s, idle master vs {args.trials} trials"
         f" reporting every {args.interval} s (all reporting after {ready_s:.1f} s;"
-        f" {reported} training reports by the end); db: {args.db or 'sqlite'}"
+        f" {reported} training reports by the end); think {args.think} s;"
+        f" db: {args.db or 'sqlite'}"
     )
     header = (
         f"{'route':36} {'idle req/s':>10} {'idle p50':>9} {'idle p99':>9}"
