@@ -101,6 +101,14 @@ def snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower()
 
 
+def numeric_id(text: str) -> int | None:
+    """``text`` as a database id when it spells one (ASCII digits, at most 18: always within 64
+    bits), else None; ``str.isdigit`` also accepts characters like "²" that ``int`` refuses."""
+    if text.isascii() and text.isdigit() and len(text) <= 18:
+        return int(text)
+    return None
+
+
 def get(body: dict[str, Any], name: str, default: Any = None) -> Any:
     """Read field ``name`` (snake_case) from a body that may use camelCase or snake_case."""
     if name in body:

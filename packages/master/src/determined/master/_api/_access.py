@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 
 from determined.master._api._deps import Principal, authenticate, authz_of, master_of
 from determined.master._core._authz import Permission
-from determined.master._wire import APIError
+from determined.master._wire import APIError, numeric_id
 from determined.master.db import (
     Allocation,
     Checkpoint,
@@ -197,8 +197,8 @@ def require_checkpoint(request: Request, p: Principal, uuid: str, permission: Pe
 def model_workspace(session: Session, name: str) -> int | None:
     """The workspace of a model given by name or numeric id; None when there is no such model."""
     ws = session.scalar(select(Model.workspace_id).where(Model.name == name))
-    if ws is None and name.isdigit():
-        ws = session.scalar(select(Model.workspace_id).where(Model.id == int(name)))
+    if ws is None and numeric_id(name) is not None:
+        ws = session.scalar(select(Model.workspace_id).where(Model.id == numeric_id(name)))
     return ws
 
 

@@ -386,7 +386,9 @@ async def path_ints_in_range(request: Request) -> None:
     for name, value in request.path_params.items():
         text = value.strip() if isinstance(value, str) else ""
         digits = text.lstrip("+-")
-        if digits.isdigit() and len(digits) > 18 and (len(digits) > 19 or int(digits) > INT64_MAX):
+        if not (digits.isascii() and digits.isdigit() and len(digits) > 18):
+            continue
+        if len(digits) > 19 or int(digits) > INT64_MAX:
             raise APIError(400, f"{name}: {text:.40} is out of range (64-bit integers only)")
 
 

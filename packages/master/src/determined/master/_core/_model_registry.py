@@ -8,14 +8,13 @@ only, consecutive version numbers, and who may delete what.
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from determined.master._wire import APIError, unstate
+from determined.master._wire import APIError, numeric_id, unstate
 from determined.master.db import Checkpoint, Database, Model, ModelVersion, User, utcnow
 
 
@@ -44,8 +43,9 @@ class VersionFields:
 
 def find_model(session: Session, identifier: str) -> Model:
     """The model named ``identifier`` (or with that numeric id); 404 otherwise."""
-    if re.fullmatch(r"\d+", identifier):
-        model = session.get(Model, int(identifier))
+    number = numeric_id(identifier)
+    if number is not None:
+        model = session.get(Model, number)
     else:
         model = session.scalar(select(Model).where(Model.name == identifier))
     if model is None:

@@ -16,7 +16,7 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
-from determined.master._wire import TERMINAL_STATES, APIError, as_utc
+from determined.master._wire import TERMINAL_STATES, APIError, as_utc, numeric_id
 from determined.master.db import (
     Checkpoint,
     Experiment,
@@ -101,7 +101,7 @@ class ExperimentFilter:
         if not 1 <= limit <= 500:
             raise APIError(400, "limit: must be between 1 and 500")
         project = query.get("project") or ""
-        if project and not project.isdigit():
+        if project and numeric_id(project) is None:
             raise APIError(400, f"project: must be a project id, got {project!r}")
         return cls(
             name=(query.get("name") or "").strip(),
@@ -519,8 +519,8 @@ def search_trials(
     if visible is not None:
         stmt = stmt.where(experiments_visible(visible))
     text = text.strip()
-    if text.isdigit():
-        number = int(text)
+    number = numeric_id(text)
+    if number is not None:
         stmt = stmt.where(or_(Run.id == number, Run.experiment_id == number))
     elif text:
         stmt = stmt.where(func.lower(_NAME).contains(text.lower(), autoescape=True))

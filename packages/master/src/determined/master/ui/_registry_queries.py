@@ -8,7 +8,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from determined.master._wire import APIError
+from determined.master._wire import APIError, numeric_id
 from determined.master.db import Checkpoint, Model, ModelVersion, User
 from determined.master.db._visibility import models_visible
 
@@ -40,8 +40,8 @@ def list_models(
 def get_model(session: Session, name: str, visible: Collection[int] | None = None) -> Model:
     """A model by name (or numeric id) in a ``visible`` workspace; 404 otherwise."""
     model = session.scalar(select(Model).where(Model.name == name))
-    if model is None and name.isdigit():
-        model = session.get(Model, int(name))
+    if model is None and numeric_id(name) is not None:
+        model = session.get(Model, numeric_id(name))
     if model is None or (visible is not None and model.workspace_id not in visible):
         raise APIError(404, f"model {name!r} not found")
     return model
