@@ -142,15 +142,24 @@ def unpack_files(data: bytes | None) -> list[dict[str, Any]]:
     return out
 
 
-def extract(data: bytes | None, dest: str | os.PathLike[str]) -> None:
+def extract(
+    data: bytes | None, dest: str | os.PathLike[str], max_bytes: int = MAX_CONTEXT_BYTES
+) -> None:
     """Extract a stored tar.gz into ``dest``, refusing anything but plain files and directories
-    that stay inside ``dest``."""
+    that stay inside ``dest``.
+
+    Members are read one at a time and copied in chunks, counting bytes as they are written: an
+    archive that expands past ``max_bytes`` in total (a tar bomb; 0 or less: no bound) stops
+    with :class:`ContextError` before its first byte over the bound reaches the disk. Files are
+    opened without following links, so nothing is ever written outside ``dest``.
+    """
     root = pathlib.Path(dest).resolve()
     root.mkdir(parents=True, exist_ok=True)
     if not data:
         return
+    total = 0
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        for member in tar.getmembers():
+        for member in tar:
             rel = _safe_relpath(member.name, "model definition")
             target = (root / rel).resolve()
             if target != root and root not in target.parents:
@@ -158,14 +167,38 @@ def extract(data: bytes | None, dest: str | os.PathLike[str]) -> None:
             if member.isdir():
                 target.mkdir(parents=True, exist_ok=True)
             elif member.isfile():
+                if 0 < max_bytes < total + member.size:
+                    raise ContextError(
+                        f"model definition: expands past {max_bytes} bytes at {member.name!r}"
+                        " (limits.max_context_bytes)"
+                    )
                 target.parent.mkdir(parents=True, exist_ok=True)
-                if target.is_symlink():
-                    raise ContextError(f"model definition: {member.name!r} is a link")
-                extracted = tar.extractfile(member)
-                with open(target, "wb") as f:
-                    f.write(extracted.read() if extracted else b"")
-                os.chmod(target, (member.mode & 0o777) | 0o600)
+                total += _copy_member(tar, member, target, max_bytes - total)
             else:
                 raise ContextError(
                     f"model definition: {member.name!r} is not a regular file or directory"
                 )
+
+
+def _copy_member(
+    tar: tarfile.TarFile, member: tarfile.TarInfo, target: pathlib.Path, budget: int
+) -> int:
+    """Copy one regular member to ``target`` (never through a link) in chunks; bytes written."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(target, flags, 0o600)
+    except OSError as e:
+        raise ContextError(f"model definition: cannot write {member.name!r}: {e}") from None
+    written = 0
+    source = tar.extractfile(member)
+    with os.fdopen(fd, "wb") as f:
+        while source is not None:
+            chunk = source.read(1 << 20)
+            if not chunk:
+                break
+            written += len(chunk)
+            if 0 < budget < written:
+                raise ContextError(f"model definition: {member.name!r} expands past its size")
+            f.write(chunk)
+    os.chmod(target, (member.mode & 0o777) | 0o600)
+    return written
