@@ -30,6 +30,17 @@ from _master import create_experiment, start_master_process, wait_for
 
 from determined.client import metrics_body
 
+WAIT_SCRIPT = """
+import json, os, pathlib, time
+info = json.load(open(os.environ["DET_CLUSTER_INFO"]))
+trial = info["trial_info"]
+tokens = pathlib.Path(trial["hparams"]["tokens_dir"])
+(tokens / f"{trial['trial_id']}.tmp").write_text(info["session_token"])
+(tokens / f"{trial['trial_id']}.tmp").rename(tokens / f"{trial['trial_id']}.token")
+time.sleep(3600)
+"""
+"""A trial that hands its allocation token to the benchmark (which plays its metrics shipper)."""
+
 TARGET_ROWS_PER_S = 100_000
 TARGET_ACK_P99_MS = 100.0
 
@@ -63,12 +74,16 @@ class _Reports:
 
 
 class _Poster:
-    """One keep-alive connection posting to one trial's metrics route."""
+    """One keep-alive connection posting to one trial's metrics route with the trial's own
+    allocation token (what a trial's session sends)."""
 
     def __init__(self, url: str, token: str, trial_id: int, batched: bool) -> None:
         host, port = url.removeprefix("http://").split(":")
         self.connection = http.client.HTTPConnection(host, int(port), timeout=120)
-        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        self.headers = {
+            "Grpc-Metadata-x-allocation-token": f"Bearer {token}",
+            "Content-Type": "application/json",
+        }
         self.path = f"/api/v1/trials/{trial_id}/metrics" + ("/batch" if batched else "")
 
     def post(self, body: bytes) -> float:
@@ -83,7 +98,7 @@ class _Poster:
 
 def run_load(
     url: str,
-    token: str,
+    tokens: dict[int, str],
     sources: dict[int, _Reports],
     seconds: float,
     batch: int,
@@ -101,7 +116,7 @@ def run_load(
     errors: list[BaseException] = []
 
     def reporter(index: int, trial_id: int) -> None:
-        poster = _Poster(url, token, trial_id, batch > 1)
+        poster = _Poster(url, tokens[trial_id], trial_id, batch > 1)
         reports = sources[trial_id]
         reports.batch = batch
         try:
@@ -116,7 +131,7 @@ def run_load(
             poster.connection.close()
 
     def prober(trial_id: int, run_id: int) -> None:
-        poster = _Poster(url, token, trial_id, False)
+        poster = _Poster(url, tokens[trial_id], trial_id, False)
         reports = _Reports(trial_id, run_id, 1)
         try:
             time.sleep(min(1.0, seconds / 10))  # the load is up
@@ -170,7 +185,8 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
     master, session = start_master_process(*flags)
     try:
         context = pathlib.Path(tempfile.mkdtemp())
-        (context / "wait.py").write_text("import time\ntime.sleep(3600)\n")
+        tokens_dir = pathlib.Path(tempfile.mkdtemp())
+        (context / "wait.py").write_text(WAIT_SCRIPT)
         count = args.trials + 1
         config = {
             "name": "ingest-bench",
@@ -181,7 +197,7 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
                 "max_trials": count,
                 "max_concurrent_trials": count,
             },
-            "hyperparameters": {"x": {"type": "double", "minval": 0, "maxval": 1}},
+            "hyperparameters": {"tokens_dir": str(tokens_dir)},
             "resources": {"slots_per_trial": 0},
             "max_restarts": 0,
         }
@@ -196,21 +212,23 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
                 for t in trials
                 if t["state"] in ("STATE_ACTIVE", "STATE_RUNNING")
             ]
-            return sorted(ready) if len(ready) == count else None
+            if len(ready) < count or len(list(tokens_dir.glob("*.token"))) < count:
+                return None
+            return sorted(ready)
 
         ready = wait_for(running, timeout=300, interval=0.2)
         trials, probe = ready[:-1], ready[-1]
-        token = session.token or ""
+        tokens = {t: (tokens_dir / f"{t}.token").read_text() for t, _ in ready}
         url = session.master_url
         print(f"{db}: load starts", flush=True)
         sources = {t: _Reports(t, r, args.batch) for t, r in trials}
         cpu = _cpu_seconds(master.pid)
         batched, batch_lat, probe_lat = run_load(
-            url, token, sources, args.seconds, args.batch, probe
+            url, tokens, sources, args.seconds, args.batch, probe
         )
         batched_cpu = _cpu_seconds(master.pid) - cpu
         # The baseline: the same trials go on, one report per request, from where they were.
-        single, single_lat, _ = run_load(url, token, sources, args.seconds, 1)
+        single, single_lat, _ = run_load(url, tokens, sources, args.seconds, 1)
         session.request("POST", f"/api/v1/experiments/{exp}/kill")
     finally:
         master.terminate()

@@ -146,8 +146,8 @@ class Run(Base):
     restarts: Mapped[int] = mapped_column(Integer, default=0)
     total_batches: Mapped[int] = mapped_column(BigInteger, default=0)
     summary_metrics: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
-    latest_validation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    best_validation_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    latest_validation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    best_validation_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     searcher_metric_value: Mapped[float | None] = mapped_column(Float, nullable=True)
     runner_state: Mapped[str] = mapped_column(String(255), default="")
     metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
@@ -172,7 +172,10 @@ class Metric(Base):
     """One metrics report of a trial (training, validation or a custom group)."""
 
     __tablename__ = "metrics"
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    # BIGINT on PostgreSQL (migration 0009); SQLite's rowid alias must be spelled INTEGER.
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
     trial_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     trial_run_id: Mapped[int] = mapped_column(Integer)
     group: Mapped[str] = mapped_column("metric_group", String(255))
