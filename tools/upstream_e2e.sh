@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Run upstream Determined 0.38.1's own end-to-end tests (`pytest -m e2e_cpu`, tests/experiment and
-# tests/cluster, one file at a time) against a fresh det-master with 4 CPU slots, with upstream's `det`
+# tests/cluster, one file at a time) against a fresh det-master with 1 CPU slot (upstream's e2e_cpu
+# cluster: one agent, one CPU slot; its tests count on it), with upstream's `det`
 # CLI and SDK (determined==0.38.1 from PyPI, in a venv of its own under .cache/) on PATH, and print
 # pass/fail/skip counts per file. Run by hand: CI has no copy of Determined (docs/compatibility.md,
 # "Upstream end-to-end tests", keeps the latest output and the reason for every test det does not pass).
@@ -12,7 +13,7 @@ MASTER_BIN="${DET_MASTER_BIN:-$ROOT/.venv/bin/det-master}"
 PYTHON="${PYTHON:-python3}"
 FILE_TIMEOUT=1800
 TEST_TIMEOUT=600
-SLOTS=4
+SLOTS=1
 PASSWORD="E2e-Upstream-Pw1"
 KEXPR=""
 LOGS=""
@@ -22,7 +23,7 @@ usage() {
 usage: tools/upstream_e2e.sh [options] DETERMINED_CHECKOUT [TEST_FILE...]
 
 Runs upstream Determined's e2e_tests (`pytest -m e2e_cpu`) file by file against a fresh det-master
-(4 slots, a new data dir per file) with upstream's det CLI/SDK (determined==0.38.1) on PATH, and prints
+(1 slot as upstream's e2e_cpu cluster, a new data dir per file) with upstream's det CLI/SDK (determined==0.38.1) on PATH, and prints
 pass/fail/skip counts per file.
 
 DETERMINED_CHECKOUT  a checkout of determined-ai/determined at 0.38.1 (needs e2e_tests/ and examples/),
@@ -32,6 +33,7 @@ TEST_FILE            files relative to e2e_tests/ (default: every file under tes
 
 options:
   -k EXPR              only tests matching EXPR (pytest -k)
+  --slots N            the master's CPU slots (default 1, as upstream's e2e_cpu cluster)
   --file-timeout S     seconds one file may run (default 1800)
   --test-timeout S     seconds one test may run (pytest-timeout; default 600)
   --logs DIR           where the master and pytest logs go (default .cache/upstream-e2e-runs/DATE)
@@ -54,6 +56,7 @@ while [ $# -gt 0 ]; do
     case "$1" in
         -h | --help) usage; exit 0 ;;
         -k) [ $# -ge 2 ] || die "-k needs an expression"; KEXPR="$2"; shift 2 ;;
+        --slots) [ $# -ge 2 ] || die "--slots needs a number"; SLOTS="$2"; shift 2 ;;
         --file-timeout) [ $# -ge 2 ] || die "--file-timeout needs seconds"; FILE_TIMEOUT="$2"; shift 2 ;;
         --test-timeout) [ $# -ge 2 ] || die "--test-timeout needs seconds"; TEST_TIMEOUT="$2"; shift 2 ;;
         --logs) [ $# -ge 2 ] || die "--logs needs a directory"; LOGS="$2"; shift 2 ;;
@@ -65,6 +68,7 @@ while [ $# -gt 0 ]; do
     esac
 done
 [ -n "$CHECKOUT" ] || die "missing DETERMINED_CHECKOUT (a checkout of determined-ai/determined 0.38.1)"
+[[ "$SLOTS" =~ ^[1-9][0-9]*$ ]] || die "--slots must be a positive whole number"
 [[ "$FILE_TIMEOUT" =~ ^[0-9]+$ ]] || die "--file-timeout must be a whole number of seconds"
 [[ "$TEST_TIMEOUT" =~ ^[0-9]+$ ]] || die "--test-timeout must be a whole number of seconds"
 E2E="$(cd "$CHECKOUT" 2>/dev/null && pwd)/e2e_tests" || die "no such directory: $CHECKOUT"
@@ -174,7 +178,10 @@ for f in "${FILES[@]}"; do
             -p no:cacheprovider --timeout "$TEST_TIMEOUT" -o junit_logging=no
             --junitxml "$LOGS/$name.xml" -rfEs)
         [ -z "$KEXPR" ] || args+=(-k "$KEXPR")
-        (cd "$E2E" && timeout -k 30 "$FILE_TIMEOUT" "${UP_ENV[@]}" \
+        # The agents are det-master's own: they report det's version (upstream's cross-version setting).
+        version="$("$PYTHON" -c "import json, urllib.request as u
+print(json.load(u.urlopen('http://127.0.0.1:$port/api/v1/master', timeout=10))['version'])")"
+        (cd "$E2E" && timeout -k 30 "$FILE_TIMEOUT" "${UP_ENV[@]}" "DET_AGENT_VERSION=$version" \
             "$UPSTREAM_VENV/bin/python" -m pytest "${args[@]}") >"$LOGS/$name.pytest.log" 2>&1 || true
     fi
     stop_master
