@@ -95,6 +95,27 @@ def test_the_route_reader_finds_upstreams_routes() -> None:
     assert len(routes) > 200
 
 
+def test_the_checks_catch_missing_fields_wrong_types_and_unknown_enums(
+    tmp_path: pathlib.Path,
+) -> None:
+    result = subprocess.run(
+        [str(upstream_python()), str(DRIVER), "--self-check"],
+        capture_output=True,
+        text=True,
+        env=upstream_env(tmp_path),
+        timeout=120,
+        check=True,
+    )
+    assert json.loads(result.stdout) == [
+        "notes.notes[0].contents: 3 is not str",
+        "notes.notes[0].name: required str is missing/null",
+        "user.admin: 'yes' is not bool",
+        "user.id: '5' is not int",
+        "KeyError: 'agentDockerImage'",
+        "ValueError: 'LOG_LEVEL_BOGUS' is not a valid v1LogLevel",
+    ]
+
+
 def test_every_shared_route_is_called(wire_run: tuple[set[str], dict[str, list[str]]]) -> None:
     shared, outcomes = wire_run
     assert set(SKIPPED) <= shared, "a skipped route is no longer shared: drop it from SKIPPED"
@@ -103,7 +124,7 @@ def test_every_shared_route_is_called(wire_run: tuple[set[str], dict[str, list[s
 
 
 def test_every_shared_route_parses_with_upstreams_bindings(
-    wire_run: tuple[set[str], dict[str, list[str]]],
+    wire_run: tuple[set[str], dict[str, list[str]]], record_property: Any
 ) -> None:
     shared, outcomes = wire_run
     failures = {
@@ -112,6 +133,9 @@ def test_every_shared_route_parses_with_upstreams_bindings(
         if any(o != "ok" for o in found)
     }
     ok = sum(1 for name in shared if name in outcomes and name not in failures)
+    record_property(
+        "upstream_api_coverage", f"REST routes shared with upstream: {ok}/{len(shared)} parse"
+    )
     assert failures == {}, f"{ok}/{len(shared)} shared routes parse:\n" + json.dumps(
         failures, indent=1
     )

@@ -335,14 +335,13 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
         "post_ContinueExperiment",
         body=b.v1ContinueExperimentRequest(id=exps["errored"], overrideConfig="max_restarts: 0\n"),
     )
-    jobs = d.call("get_GetJobsV2")
+    d.call("get_GetJobsV2")
     d.call("get_GetJobs")
-    job_ids = [j.full.jobId for j in (jobs.jobs if jobs else []) if j.full is not None]
-    if job_ids:
-        d.call(
-            "post_UpdateJobQueue",
-            body=b.v1UpdateJobQueueRequest(updates=[b.v1QueueControl(jobId=job_ids[0], weight=2)]),
-        )
+    job_id = d.call("get_GetExperiment", experimentId=exps["active"]).experiment.jobId
+    d.call(
+        "post_UpdateJobQueue",
+        body=b.v1UpdateJobQueueRequest(updates=[b.v1QueueControl(jobId=job_id, weight=2)]),
+    )
 
     # Trials, their metrics, logs and checkpoints.
     for trial_id in trials["completed"] + trials["errored"] + trials["active"]:
@@ -630,7 +629,28 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
     d.call("post_Logout")
 
 
+def self_check() -> list[str]:
+    """What the checks say of answers with known faults: a null required string, a value of the
+    wrong JSON type, a pool lacking a required field, an enum value upstream does not know."""
+    problems: list[str] = []
+    driver = Driver("http://127.0.0.1:1")
+    notes = b.v1PutProjectNotesResponse(notes=[b.v1Note(name=None, contents=3)])  # type: ignore[arg-type]
+    driver.check(notes, type(notes), "notes", problems)
+    user = b.v1User(username="u", admin="yes", active=True, id="5")  # type: ignore[arg-type]
+    driver.check(user, type(user), "user", problems)
+    entry = {"id": 1, "level": "LOG_LEVEL_BOGUS", "message": "", "timestamp": ""}
+    for cls, answer in ((b.v1ResourcePool, {"name": "p"}), (b.v1LogEntry, entry)):
+        try:
+            cls.from_json(answer)
+        except (KeyError, ValueError) as exc:
+            problems.append(f"{type(exc).__name__}: {exc}")
+    return problems
+
+
 def main() -> None:
+    if sys.argv[1] == "--self-check":
+        print(json.dumps(self_check()))
+        return
     master, ids_path, out_path = sys.argv[1:4]
     driver = Driver(master)
     try:

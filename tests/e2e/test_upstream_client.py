@@ -15,6 +15,7 @@ from e2e.harness import EXAMPLES
 from upstream_venv import upstream_env, upstream_python
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+_upstream_python = upstream_python  # the name other test modules import from here
 
 
 SCRIPT = textwrap.dedent(
