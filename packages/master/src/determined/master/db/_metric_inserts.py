@@ -109,3 +109,70 @@ def insert_metric_rows(connection: Connection, rows: list[dict[str, Any]]) -> No
             copy.write(copy_buffer(rows))
         return
     connection.execute(insert(Metric.__table__), rows)  # type: ignore[arg-type]
+
+
+def upsert_rows(
+    connection: Connection,
+    table: str,
+    columns: tuple[str, ...],
+    rows: list[tuple[Any, ...]],
+    conflict: str = "",
+    key: int = 0,
+) -> None:
+    """``INSERT INTO {table} ({columns}) VALUES ... {conflict}`` for many rows in the open
+    transaction, e.g. ``conflict="ON CONFLICT (a, b) DO UPDATE SET n = t.n + excluded.n"``.
+
+    PostgreSQL: the rows are COPYed into a temporary staging table (created once per connection,
+    emptied at commit), then one ``INSERT ... SELECT`` applies them, so the server plans one
+    statement instead of one per row (psycopg's ``executemany``); several times faster for
+    thousands of rows. Elsewhere: the DBAPI's ``executemany`` (SQLite's is a C loop over one
+    prepared statement).
+
+    ``key``: with an ``ON CONFLICT ... DO UPDATE``, how many leading columns form the conflict key.
+    PostgreSQL refuses a statement that updates one row twice, so rows repeating a key are applied
+    by separate statements, in order.
+    """
+    if not rows:
+        return
+    names = ", ".join(columns)
+    if connection.dialect.name != "postgresql" or connection.dialect.driver != "psycopg":
+        mark = "?" if connection.dialect.paramstyle == "qmark" else "%s"
+        marks = ", ".join([mark] * len(columns))
+        connection.exec_driver_sql(
+            f"INSERT INTO {table} ({names}) VALUES ({marks}) {conflict}", rows
+        )
+        return
+    stage = f"det_stage_{table}"
+    # Every time: a rolled-back transaction takes the temporary table with it.
+    connection.exec_driver_sql(
+        f"CREATE TEMPORARY TABLE IF NOT EXISTS {stage} "
+        f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+    )
+    raw = connection.connection.driver_connection
+    for part in _without_repeated_keys(rows, key):
+        with (
+            raw.cursor() as cursor,  # type: ignore[union-attr]
+            cursor.copy(f"COPY {stage} ({names}) FROM STDIN") as copy,
+        ):
+            for row in part:
+                copy.write_row(row)
+        connection.exec_driver_sql(
+            f"INSERT INTO {table} ({names}) SELECT {names} FROM {stage} {conflict}"
+        )
+        connection.exec_driver_sql(f"DELETE FROM {stage}")
+
+
+def _without_repeated_keys(rows: list[tuple[Any, ...]], key: int) -> list[list[tuple[Any, ...]]]:
+    """``rows`` split into consecutive runs in which no key (first ``key`` columns) repeats."""
+    if not key:
+        return [rows]
+    parts: list[list[tuple[Any, ...]]] = [[]]
+    seen: set[tuple[Any, ...]] = set()
+    for row in rows:
+        k = row[:key]
+        if k in seen:
+            parts.append([])
+            seen = set()
+        seen.add(k)
+        parts[-1].append(row)
+    return parts
