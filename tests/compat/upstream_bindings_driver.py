@@ -610,6 +610,8 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
         body=b.v1PatchTrialRequest(trialId=run_id, state=b.trialv1State.COMPLETED),
     )
 
+    query_sweeps(d, ids)
+
     # Removals last: they need what came before.
     d.call(
         "post_AckAllocationPreemptionSignal",
@@ -645,6 +647,69 @@ def self_check() -> list[str]:
         except (KeyError, ValueError) as exc:
             problems.append(f"{type(exc).__name__}: {exc}")
     return problems
+
+
+def sweep(d: Driver, name: str, enums: dict[str, type[enum.Enum]], **fixed: Any) -> None:
+    """Call ``name`` once per value of each enum-typed query parameter (the others as ``fixed``):
+    det must accept every value upstream's client can send."""
+    for param, values in enums.items():
+        for value in values:
+            wrapped = [value] if param in ("states", "levels") else value
+            d.call(name, **{**fixed, param: wrapped})
+
+
+def query_sweeps(d: Driver, ids: dict[str, Any]) -> None:
+    """The list routes with each sort key, order and state filter of upstream's enums."""
+    exp, trial = ids["experiments"]["completed"], ids["trials"]["completed"][0]
+    order = {"orderBy": b.v1OrderBy}
+    sweep(
+        d,
+        "get_GetExperiments",
+        {**order, "sortBy": b.v1GetExperimentsRequestSortBy, "states": b.experimentv1State},
+        archived=False,
+        labels=["wire"],
+        users=["admin"],
+        showTrialData=True,
+        experimentIdFilter_gte=1,
+    )
+    sweep(
+        d,
+        "get_GetExperimentTrials",
+        {**order, "sortBy": b.v1GetExperimentTrialsRequestSortBy, "states": b.experimentv1State},
+        experimentId=exp,
+    )
+    checkpoints = {**order, "sortByAttr": b.checkpointv1SortBy, "states": b.checkpointv1State}
+    sweep(d, "get_GetTrialCheckpoints", checkpoints, id=trial)
+    sweep(d, "get_GetExperimentCheckpoints", checkpoints, id=exp)
+    d.call("get_GetTrialCheckpoints", id=trial, sortByMetric="validation_loss")
+    sweep(d, "get_GetModels", {**order, "sortBy": b.v1GetModelsRequestSortBy}, archived=False)
+    sweep(
+        d,
+        "get_GetModelVersions",
+        {**order, "sortBy": b.v1GetModelVersionsRequestSortBy},
+        modelName="wire-model",
+    )
+    sweep(d, "get_GetUsers", {**order, "sortBy": b.v1GetUsersRequestSortBy}, active=True)
+    sweep(d, "get_GetWorkspaces", {**order, "sortBy": b.v1GetWorkspacesRequestSortBy})
+    sweep(
+        d,
+        "get_GetWorkspaceProjects",
+        {**order, "sortBy": b.v1GetWorkspaceProjectsRequestSortBy},
+        id=1,
+    )
+    sweep(d, "get_GetTemplates", {**order, "sortBy": b.v1GetTemplatesRequestSortBy})
+    for name in ("get_GetCommands", "get_GetNotebooks", "get_GetTensorboards"):
+        sweep(d, name, {**order, "sortBy": b.v1GetTensorboardsRequestSortBy}, users=["admin"])
+    for name in ("get_GetJobs", "get_GetJobsV2"):
+        sweep(d, name, {**order, "states": b.jobv1State}, resourcePool="default")
+    sweep(d, "get_GetAccessTokens", {**order, "sortBy": b.v1GetAccessTokensRequestSortBy})
+    sweep(
+        d,
+        "get_GetTrialWorkloads",
+        {**order, "filter": b.GetTrialWorkloadsRequestFilterOption, "metricType": b.v1MetricType},
+        trialId=trial,
+    )
+    sweep(d, "get_TrialLogs", {**order, "levels": b.v1LogLevel}, trialId=trial, follow=False)
 
 
 def main() -> None:

@@ -235,7 +235,7 @@ def _job_page(request: Request, p: Principal) -> tuple[list[dict[str, Any]], dic
     q = request.query_params
     pool = q.get("resourcePool") or q.get("resource_pool") or None
     states = q.getlist("states")
-    unknown = [s for s in states if s not in JOB_STATES]
+    unknown = [s for s in states if s not in JOB_STATES and s != "STATE_UNSPECIFIED"]
     if unknown:
         raise APIError(400, f"states: unknown job states {unknown}; use {', '.join(JOB_STATES)}")
     jobs = [j for j in cluster_view_of(request).jobs(pool) if not states or j.state in states]
