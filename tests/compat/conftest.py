@@ -29,4 +29,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         counts = [re.search(r": (\d+)/(\d+) names", line) for line in lines]
         matched = sum(int(m.group(1)) for m in counts if m)
         total = sum(int(m.group(2)) for m in counts if m)
-        terminalreporter.write_line(f"all compared modules: {matched}/{total} names match upstream")
+        if total:
+            terminalreporter.write_line(
+                f"all compared modules: {matched}/{total} names match upstream"
+            )
