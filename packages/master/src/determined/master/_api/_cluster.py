@@ -207,6 +207,28 @@ def get_tasks(request: Request, p: Principal = Depends(authenticate)) -> dict[st
     return {"allocationIdToSummary": summaries}
 
 
+_SNAKE_SUMMARY = {
+    "taskId": "task_id",
+    "allocationId": "allocation_id",
+    "registeredTime": "registered_time",
+    "resourcePool": "resource_pool",
+    "slotsNeeded": "slots_needed",
+    "schedulerType": "scheduler_type",
+    "proxyPorts": "proxy_ports",
+}
+
+
+@router.get("/tasks")
+def get_tasks_legacy(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
+    """Upstream's older ``GET /tasks`` (outside ``/api/v1``, still used by its e2e helpers): the same
+    allocations as ``/api/v1/tasks``, as a bare map of allocation id to a snake_case summary."""
+    summaries = get_tasks(request, p)["allocationIdToSummary"]
+    return {
+        aid: {_SNAKE_SUMMARY.get(k, k): v for k, v in summary.items()}
+        for aid, summary in summaries.items()
+    }
+
+
 # ---- job queue -------------------------------------------------------------------------------------
 
 
