@@ -63,11 +63,11 @@ def shared_routes(upstream: dict[str, tuple[str, str]], openapi: dict[str, Any])
 
 @pytest.fixture(scope="module")
 def wire_run(
-    make_module_master: Any, tmp_path_factory: pytest.TempPathFactory
+    module_db_url: str, make_module_master: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[set[str], dict[str, list[str]]]:
-    """The shared routes, and the driver's outcomes per bindings function."""
+    """The shared routes, and the driver's outcomes per bindings function (SQLite, PostgreSQL)."""
     python = upstream_python()
-    master = make_module_master()
+    master = make_module_master(module_db_url)
     tmp = tmp_path_factory.mktemp("wire")
     openapi = requests.get(f"{master.url}/api/v1/openapi.json", timeout=30).json()
     shared = shared_routes(upstream_routes(upstream_bindings_source()), openapi)
