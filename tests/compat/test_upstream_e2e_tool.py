@@ -1,0 +1,64 @@
+"""tools/upstream_e2e.sh's argument handling, and two things upstream's e2e helpers read from a master.
+
+The script itself runs upstream Determined's e2e_tests by hand (CI has no copy of Determined); here only
+its refusals are checked, plus what its first run found missing: an ACTIVE experiment reads as
+STATE_RUNNING once its trial runs, and the older ``GET /tasks`` lists the trial by its experiment.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import subprocess
+from typing import Any
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "tools" / "upstream_e2e.sh"
+
+
+def _run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=60, cwd=ROOT
+    )
+
+
+def test_script_help_and_refusals(tmp_path: pathlib.Path) -> None:
+    assert subprocess.run(["bash", "-n", str(SCRIPT)], timeout=30).returncode == 0
+    shown = _run("--help")
+    assert shown.returncode == 0 and "DETERMINED_CHECKOUT" in shown.stdout, shown
+    cases = [
+        ((), "missing DETERMINED_CHECKOUT"),
+        ((str(tmp_path / "nowhere"),), "no such directory"),
+        ((str(tmp_path),), "not a Determined checkout"),
+        (("--slots", "0", str(tmp_path)), "--slots must be a positive whole number"),
+        (("--bogus", str(tmp_path)), "unknown option --bogus"),
+    ]
+    for args, message in cases:
+        refused = _run(*args)
+        assert refused.returncode == 2, (args, refused)
+        assert message in refused.stderr, (args, refused.stderr)
+
+
+@pytest.mark.e2e
+def test_running_experiment_and_legacy_tasks(sqlite_master: Any, tmp_path: pathlib.Path) -> None:
+    (tmp_path / "sleep.py").write_text("import time\nwhile True:\n    time.sleep(1)\n")
+    api = sqlite_master.api()
+    config = {
+        "name": "sleeper",
+        "entrypoint": "python3 sleep.py",
+        "searcher": {"name": "single", "metric": "loss", "max_length": {"batches": 1}},
+        "max_restarts": 0,
+    }
+    exp_id = api.create_experiment(config, tmp_path)
+    api.wait_for(
+        lambda: api.experiment(exp_id)["state"] == "STATE_RUNNING", 120, "the experiment RUNNING"
+    )
+    tasks = api.get("/tasks")
+    mine = [t for t in tasks.values() if f"(Experiment {exp_id})" in t["name"]]
+    assert len(mine) == 1 and mine[0]["resources"] and mine[0]["slots_needed"] == 1, tasks
+    api.post(f"/api/v1/experiments/{exp_id}/kill")
+    api.wait_for(
+        lambda: api.experiment(exp_id)["state"] == "STATE_CANCELED", 120, "the experiment killed"
+    )
+    assert not api.get("/tasks")
