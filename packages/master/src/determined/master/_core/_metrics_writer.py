@@ -83,6 +83,8 @@ class MetricsWriter:
         self._queue: collections.deque[_Pending] = collections.deque()
         self._wake = threading.Condition()
         self._closed = False
+        self._small_round = False
+        """Whether the last transaction took only small requests (the next one takes all kinds)."""
         self._thread = threading.Thread(target=self._run, name="det-metrics-writer", daemon=True)
         self._thread.start()
 
@@ -117,27 +119,37 @@ class MetricsWriter:
         self._thread.join(timeout=10)
 
     def _take(self) -> list[_Pending]:
-        """The requests of the next transaction: in arrival order while they fit in
-        :data:`MAX_REPORTS_PER_COMMIT`, plus every small request queued behind them — except that a
-        trial's requests are never reordered (once one waits, its trial's later ones wait too)."""
+        """The requests of the next transaction.
+
+        Everything pending when it fits in :data:`MAX_REPORTS_PER_COMMIT`. Otherwise, when small
+        requests (:data:`SMALL_REQUEST`) wait among large ones, a transaction of only the small ones
+        first (then one of all kinds, so large ones never starve): a trial reporting now and then
+        is acknowledged within about one commit while a hundred trials stream batches. Then large
+        ones in arrival order while they fit. A trial's requests are never reordered: once one of
+        its requests waits, its later ones wait too.
+        """
         with self._wake:
             while not self._queue and not self._closed:
                 self._wake.wait()
-            batch: list[_Pending] = []
-            count = 0
             queue = self._queue
-            if len(queue) == 1 or sum(len(item.reports) for item in queue) <= (
+            if len(queue) <= 1 or sum(len(item.reports) for item in queue) <= (
                 MAX_REPORTS_PER_COMMIT
             ):
-                batch.extend(queue)
+                batch = list(queue)
                 queue.clear()
+                self._small_round = False
                 return batch
+            small_only = not self._small_round and _small_ahead(queue)
+            batch = []
+            count = 0
             waiting: collections.deque[_Pending] = collections.deque()
             held: set[int] = set()
             for item in queue:
                 size = len(item.reports)
                 if item.trial_id not in held and (
-                    not batch or size <= SMALL_REQUEST or count + size <= MAX_REPORTS_PER_COMMIT
+                    size <= SMALL_REQUEST
+                    if small_only
+                    else (not batch or count + size <= MAX_REPORTS_PER_COMMIT)
                 ):
                     batch.append(item)
                     count += size
@@ -145,6 +157,7 @@ class MetricsWriter:
                     waiting.append(item)
                     held.add(item.trial_id)
             self._queue = waiting
+            self._small_round = small_only
             return batch
 
     def _run(self) -> None:
@@ -225,6 +238,17 @@ class MetricsWriter:
         if validations:
             self._on_validation(session, run, validations)
         return [(seen, {report.group for report in accepted})]
+
+
+def _small_ahead(queue: collections.deque[_Pending]) -> bool:
+    """Whether a small request waits that no large request of its trial precedes."""
+    large: set[int] = set()
+    for item in queue:
+        if len(item.reports) > SMALL_REQUEST:
+            large.add(item.trial_id)
+        elif item.trial_id not in large:
+            return True
+    return False
 
 
 def _stored(
