@@ -252,8 +252,10 @@ def test_postgres_restarted_mid_run(
     ledger_dir: pathlib.Path,
 ) -> None:
     """The PostgreSQL server stops (``pg_ctl stop -m fast``) while 2 trials report and starts
-    again: meanwhile a client gets a 503 naming the database, not a 500; the pool reconnects, the
-    trials ride the outage out and the experiment completes with every report stored once."""
+    again: meanwhile a client gets a 503 naming the database, not a 500, and a trial that dies
+    during the outage is not lost (its exit is handled once the database is back: it restarts
+    from its checkpoint); the pool reconnects, the other trial rides the outage out, and the
+    experiment completes with every report stored once."""
     master = MasterProcess(workdir / "pg-master", slots=2, db=private_postgres.url)
     try:
         api = master.api()
@@ -267,8 +269,10 @@ def test_postgres_restarted_mid_run(
             "both trials past their first checkpoint",
         )
         token = master.login("determined")
+        victim = trials[0]
         private_postgres.stop()
         try:
+            kill_pid(read_ledger(ledger_dir, victim).starts[0][1])
             response = requests.get(
                 f"{master.url}/api/v1/experiments/{exp}",
                 headers={"Authorization": f"Bearer {token}"},
@@ -282,6 +286,8 @@ def test_postgres_restarted_mid_run(
         xs = hparam_x(api, exp)
         for t in trials:
             assert check_stored_exactly_once(api, ledger_dir, t, xs).done
+        resumed = read_ledger(ledger_dir, victim).starts
+        assert len(resumed) == 2 and resumed[1][2] >= 5, resumed
     finally:
         master.stop()
 

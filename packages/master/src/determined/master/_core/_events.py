@@ -59,6 +59,7 @@ class AllocationEvents:
         """The URL trials reach the master on (known once the HTTP socket is bound)."""
         self._queue: queue.Queue[tuple[str, tuple[Any, ...]] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
+        self._stopping = threading.Event()
         self.tasks: Any = None
         """The tasks service (commands, notebooks, ...): the events of its allocations go there."""
         self.shutting_down = False
@@ -94,6 +95,7 @@ class AllocationEvents:
 
     def stop(self) -> None:
         """Handle what is queued, then stop the dispatcher thread."""
+        self._stopping.set()
         self._queue.put(None)
         if self._thread is not None:
             self._thread.join(timeout=10)
@@ -110,10 +112,43 @@ class AllocationEvents:
             if item is None:
                 return
             name, args = item
+            if name != "_barrier":
+                self._wait_for_database()
             try:
                 getattr(self, name)(*args)
             except Exception:
                 logger.error("master: handling %s failed:\n%s", name, traceback.format_exc())
+
+    def _wait_for_database(self) -> None:
+        """Hold events while the database is unreachable (a PostgreSQL restart): an allocation's
+        exit handled then would fail half-way and be lost; handled once it is back, nothing is.
+        Gives up when the master stops (start-up recovery then sees the allocation still open)."""
+        from sqlalchemy import text
+
+        from determined.master._core._db_errors import unavailable
+
+        delay = 0.1
+        warned = False
+        while True:
+            try:
+                with self._db.read() as session:
+                    session.execute(text("SELECT 1"))
+            except Exception as exc:
+                if unavailable(exc) is None or self._stopping.is_set():
+                    return  # not an outage (the handler will report it), or shutting down
+                if not warned:
+                    logger.warning(
+                        "master: the database is unavailable (%s); holding resource-manager"
+                        " events until it is back",
+                        str(exc).splitlines()[0],
+                    )
+                    warned = True
+                self._stopping.wait(delay)
+                delay = min(delay * 2, 2.0)
+                continue
+            if warned:
+                logger.warning("master: the database is back; handling held events")
+            return
 
     def _barrier(self, done: threading.Event) -> None:
         done.set()
