@@ -51,6 +51,7 @@ def _builtin_method_types() -> tuple[type, ...]:
     return (AdaptiveASHASearch, AsyncHalvingSearch, GridSearch, PBTSearch, RandomSearch)
 
 
+_INSERT = insert(SearcherEvent.__table__)
 _WATCHED = "det_searcher_logs"
 
 
@@ -198,13 +199,14 @@ class SearcherStates:
         if events:
             log.seq += 1
             log.since_snapshot += len(events)
-            session.execute(
-                insert(SearcherEvent).values(
-                    experiment_id=exp.id,
-                    seq=log.seq,
-                    events=json.dumps(events, separators=(",", ":")),
-                    created_at=utcnow(),
-                )
+            # Core, not ORM: one cached statement, no autoflush, no unit of work (~40 us).
+            session.connection().execute(
+                _INSERT,
+                {
+                    "experiment_id": exp.id,
+                    "seq": log.seq,
+                    "events": json.dumps(events, separators=(",", ":")),
+                },
             )
             _watch(session, log)
         threshold = self._compact_every or max(COMPACT_MIN_EVENTS, 2 * len(searcher.trials_created))

@@ -12,7 +12,7 @@ import datetime
 from sqlalchemy import DateTime, ForeignKey, Index, Integer, Text
 from sqlalchemy.orm import Mapped, mapped_column
 
-from determined.master.db._models import Base, utcnow
+from determined.master.db._models import Base
 
 
 class SearcherEvent(Base):
@@ -28,4 +28,7 @@ class SearcherEvent(Base):
     seq: Mapped[int] = mapped_column(Integer, nullable=False)
     events: Mapped[str] = mapped_column(Text, nullable=False)
     """JSON list of ``[kind, *args]`` calls (kinds in ``_core/_searcher_journal.py``)."""
-    created_at: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    created_at: Mapped[datetime.datetime | None] = mapped_column(
+        DateTime(timezone=True), nullable=True
+    )
+    """Unset by the master (the log is written on its hot path); for manual inspection only."""

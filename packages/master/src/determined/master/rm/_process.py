@@ -3,6 +3,12 @@
 A :class:`ProcessGroup` starts its leader with ``start_new_session=True``; two reader threads
 (stdout, stderr), a waiter thread and a pump thread deliver ``allocation_started``, batched
 ``allocation_log`` calls and, last, exactly one ``allocation_exited`` through a ``notify`` callable.
+
+The exit is noticed by the waiter blocking in ``wait()`` on the leader (no polling); the group is
+then killed, and the exit is delivered once the output pipes closed. A process that left the group
+(a launcher starts torchrun in a session of its own) may still hold the pipes: after
+``ESCAPE_GRACE_S`` every process carrying the allocation's ``DET_ALLOCATION_ID`` is killed too, and
+after ``PIPE_GRACE_S`` the exit is delivered whatever still holds them.
 """
 
 from __future__ import annotations
@@ -33,8 +39,12 @@ BATCH_MAX_LINES = 500
 READ_CHUNK = 65536
 MAX_LINE_BYTES = 65536
 """A longer run of bytes without an end of line is delivered as a line of its own."""
-PIPE_GRACE_S = 5.0
-"""How long to wait for the pipes to close after the process group is gone."""
+ESCAPE_GRACE_S = 0.05
+"""How long the pipes may stay open after the group is gone before the allocation's processes
+outside the group are looked for and killed."""
+PIPE_GRACE_S = 0.4
+"""How long to wait for the pipes to close after the process group is gone (then the exit is
+delivered anyway; later output is lost)."""
 
 _LINE_END = re.compile(rb"\r\n|\r|\n")
 
@@ -178,16 +188,22 @@ class ProcessGroup:
         streams_open = 2
         exit_code: int | None = None
         exited_at = 0.0
+        swept = False
         while streams_open or exit_code is None:
             now = time.monotonic()
             timeout: float | None = None
             if batch:
                 timeout = max(0.0, batch_started + self._flush_interval - now)
             elif exit_code is not None:
-                timeout = max(0.0, exited_at + PIPE_GRACE_S - now)
+                grace = PIPE_GRACE_S if swept else ESCAPE_GRACE_S
+                timeout = max(0.0, exited_at + grace - now)
             try:
                 item = self._lines.get(timeout=timeout)
             except queue.Empty:
+                if not batch and not swept:
+                    swept = True  # something outside the group holds the pipes
+                    kill_marked(self.allocation_id)
+                    continue
                 if not batch:
                     logger.warning(
                         "allocation %s: output pipes still open after its process group ended",
@@ -233,6 +249,28 @@ class ProcessGroup:
             self.signal(signal.SIGKILL)
             self.group_alive = False
         self._lines.put(_Exit(code))
+
+
+def kill_marked(allocation_id: str) -> int:
+    """SIGKILL every process of this machine whose environment holds
+    ``DET_ALLOCATION_ID=<allocation_id>`` (an allocation's processes that left its process group);
+    returns how many were signalled."""
+    needle = f"{ALLOCATION_ENV}={allocation_id}".encode()
+    killed = 0
+    me = os.getpid()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if needle in f.read().split(b"\0"):
+                    os.kill(int(name), signal.SIGKILL)
+                    killed += 1
+        except (OSError, ValueError):
+            continue
+    if killed:
+        logger.info("allocation %s: killed %d process(es) outside its group", allocation_id, killed)
+    return killed
 
 
 def reap_process_group(pid: int, allocation_id: str | None = None) -> bool:

@@ -1,0 +1,399 @@
+"""Search at scale: a 10,000-trial adaptive ASHA search of instant trials through det-master.
+
+Two measurements, each on SQLite and on PostgreSQL (a real server, started as the tests do with
+``tests/postgres_db.py``; skipped with a note when PostgreSQL is not installed):
+
+1. **Searcher persistence per decision.** The master's own ``SearcherStates`` (the event log,
+   compacted into the snapshot) on a real database, inside the master's lifecycle transactions: a
+   decision is one searcher call (trial created, operation completed, trial exited, ...), and its
+   persistence cost is the time spent in ``SearcherStates.snapshot`` plus flushing the session,
+   as the master does after every batch of actions. The commit itself, shared with the trial rows
+   a real transaction writes, is not counted. Reported over the whole run and over the last
+   1,000 trials (at ~10,000 trials). Baseline, same run: the old whole-snapshot persistence
+   (``compact_every=0``: the whole state JSON-serialised and written after every batch), timed
+   on the final 10,000-trial state, and over a whole smaller search (``--baseline-trials``).
+2. **Master overhead per trial, end to end.** An in-process det-master whose resource manager
+   runs each trial as a thread of this process instead of a subprocess (process start-up is not
+   what is measured): the "trial" speaks the trial protocol over HTTP with its allocation token,
+   exactly as a Core API trial would (``GET .../searcher/operation``, ``POST
+   .../searcher/completed_operation`` with the loss of its learning rate at that length, until the
+   searcher says it is done) and then exits with code 0. Everything else is the real master:
+   scheduling, allocations, launch specs, trial sessions, the searcher and its persistence, exit
+   handling, the database. Master overhead per trial = wall time / trials, and process CPU time
+   / trials (the client threads' share included: an upper bound on the master's). Anchor (not
+   measured here): Ray Tune's published ~9 ms per trial end to end.
+
+    .venv/bin/python benchmarks/bench_search_scale.py [--trials 10000] [--baseline-trials 1000]
+        [--e2e-trials 10000] [--no-postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import pathlib
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from typing import Any
+
+import yaml
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+
+MAX_TIME = 1000
+DIVISOR = 4
+
+
+def asha_config(max_trials: int, concurrent: int = 16) -> dict[str, Any]:
+    return {
+        "name": "bench-search-scale",
+        "entrypoint": "python3 -c pass",
+        "searcher": {
+            "name": "adaptive_asha",
+            "metric": "loss",
+            "smaller_is_better": True,
+            "time_metric": "batches",
+            "max_time": MAX_TIME,
+            "max_trials": max_trials,
+            "mode": "standard",
+            "divisor": DIVISOR,
+            "max_rungs": 5,
+            "max_concurrent_trials": concurrent,
+        },
+        "hyperparameters": {"lr": {"type": "log", "minval": -5, "maxval": -1, "base": 10}},
+        "reproducibility": {"experiment_seed": 1},
+        "max_restarts": 0,
+    }
+
+
+def loss(lr: float, batches: int) -> float:
+    """A learning curve: the best lr is 1e-3, longer training helps."""
+    return (math.log10(lr) + 3.0) ** 2 + 10.0 / batches
+
+
+# ------------------------------------------------------------------------------------------------
+# 1. persistence per decision
+
+
+def persistence(db_url: str, trials: int, compact_every: int | None) -> dict[str, float]:
+    """Drive ``trials`` instant trials through a searcher persisted by ``SearcherStates`` in the
+    master's transactions; returns timings in seconds and counts."""
+    from determined.master import Master, MasterConfig
+    from determined.master._core._searcher_state import SearcherStates
+    from determined.master.db import Experiment
+    from determined.searcher import Create, Stop
+
+    data_dir = tempfile.mkdtemp(prefix="det-bench-scale-")
+    master = Master(MasterConfig(port=0, data_dir=data_dir, db=db_url, slots=0))
+    master.start()  # the schema, the users, the transactions of a real master
+    db = master.db
+    txns = master.manager.transactions
+    states = SearcherStates(db, compact_every=compact_every)
+    config = asha_config(trials)
+    with txns.txn() as session:
+        exp = Experiment(config=config, state="PAUSED", owner_id=1, project_id=1)
+        session.add(exp)
+        session.flush()
+        exp_id = exp.id
+    spent = 0.0
+    spent_tail = 0.0
+    decisions = 0
+    decisions_tail = 0
+    pending: collections.deque[Create] = collections.deque()
+    ran = 0
+
+    def step(call: Any) -> set[str]:
+        """One transaction: a searcher call and the creates it leads to, then persistence."""
+        nonlocal spent, spent_tail, decisions, decisions_tail
+        with txns.txn() as session:
+            exp = session.get(Experiment, exp_id)
+            searcher = states.of(exp)
+            queue = collections.deque(call(searcher))
+            made = 1
+            stops = set()
+            while queue:
+                action = queue.popleft()
+                if isinstance(action, Create):
+                    pending.append(action)
+                    queue.extend(searcher.trial_created(action.request_id))
+                    made += 1
+                elif isinstance(action, Stop):
+                    stops.add(action.request_id)
+            start = time.perf_counter()
+            states.snapshot(session, exp)
+            session.flush()
+            took = time.perf_counter() - start
+        spent += took
+        decisions += made
+        if ran > trials - 1000:
+            spent_tail += took
+            decisions_tail += made
+        return stops
+
+    states.create(_exp(db, exp_id))
+    step(lambda s: s.initial_trials())
+    start = time.perf_counter()
+    while pending:
+        create = pending.popleft()
+        rid = create.request_id
+        ran += 1
+        lr = create.hparams["lr"]
+        while True:
+            length = states.searchers[exp_id].next_operation(rid)
+            if length is None:
+                break
+            stops = step(
+                lambda s, rid=rid, n=length, lr=lr: s.operation_completed(rid, n, loss(lr, n))
+            )
+            if rid in stops:
+                break
+        step(lambda s, rid=rid: s.trial_exited(rid))
+    wall = time.perf_counter() - start
+    # the old way at this size: the whole state written after a decision
+    whole = []
+    old = SearcherStates(db, compact_every=0)
+    with txns.txn() as session:
+        exp = session.get(Experiment, exp_id)
+        searcher = old.of(exp)
+        for _ in range(5):
+            searcher.set_trial_progress("bench", time.time())  # a change to write
+            begin = time.perf_counter()
+            old.snapshot(session, exp)
+            session.flush()
+            whole.append(time.perf_counter() - begin)
+        state_bytes = len(json.dumps(searcher.state_dict()))
+    master.stop()
+    shutil.rmtree(data_dir, ignore_errors=True)
+    return {
+        "trials": ran,
+        "decisions": decisions,
+        "spent": spent,
+        "tail_decisions": decisions_tail,
+        "tail_spent": spent_tail,
+        "wall": wall,
+        "whole_snapshot": sorted(whole)[len(whole) // 2],
+        "state_bytes": state_bytes,
+        "compactions": states.compactions,
+    }
+
+
+def _exp(db: Any, exp_id: int) -> Any:
+    from determined.master.db import Experiment
+
+    with db.read() as session:
+        return session.get(Experiment, exp_id)
+
+
+# ------------------------------------------------------------------------------------------------
+# 2. end to end through the master
+
+
+def _instant_rm_plugin() -> Any:
+    """A plugin module whose ``det_resource_manager`` answers ``{"type": "instant"}``."""
+    import types
+
+    import requests
+
+    from determined.core.plugins import hookimpl
+    from determined.master.rm import LocalResourceManager
+
+    class InstantResourceManager(LocalResourceManager):
+        """The local RM, but a launched trial is a thread of this process (see the docstring)."""
+
+        def __init__(self, slots: int) -> None:
+            super().__init__(slots=slots, slot_type="cpu")
+            self._threads: dict[str, threading.Event] = {}
+            self._http = threading.local()
+
+        def _is_launched_locked(self, allocation_id: str) -> bool:
+            return allocation_id in self._threads
+
+        def _launch_locked(self, spec: Any, assignment: Any) -> threading.Event:
+            done = threading.Event()
+            self._threads[spec.allocation_id] = done
+            threading.Thread(target=self._trial, args=(spec, done), daemon=True).start()
+            return done
+
+        def _signal_locked(self, allocation_id: str, signum: int) -> None:
+            pass  # an instant trial ends on its own
+
+        def _free_locked(self, allocation_id: str) -> None:
+            self._threads.pop(allocation_id, None)
+
+        def _trial(self, spec: Any, done: threading.Event) -> None:
+            env = spec.env
+            code = 0
+            try:
+                self._notify("allocation_started", spec.allocation_id, 0)
+                http = getattr(self._http, "session", None)
+                if http is None:
+                    http = self._http.session = requests.Session()
+                base = f"{env['DET_MASTER'].rstrip('/')}/api/v1/trials/{env['DET_TRIAL_ID']}"
+                headers = {"Authorization": f"Bearer {env['DET_SESSION_TOKEN']}"}
+                lr = float(yaml.safe_load(env["DET_HPARAMS"])["lr"])
+                while True:
+                    answer = http.get(f"{base}/searcher/operation", headers=headers).json()
+                    if answer.get("completed"):
+                        break
+                    length = int(answer["op"]["validateAfter"]["length"])
+                    body = {"op": {"length": length}, "searcherMetric": loss(lr, length)}
+                    http.post(
+                        f"{base}/searcher/completed_operation", json=body, headers=headers
+                    ).raise_for_status()
+            except Exception as e:  # the trial "crashes"
+                print("instant trial failed:", e, file=sys.stderr)
+                code = 1
+            self._notify("allocation_exited", spec.allocation_id, code, None)
+            done.set()
+
+    module = types.ModuleType("bench_instant_rm")
+
+    @hookimpl
+    def det_resource_manager(config: dict[str, Any]) -> Any:
+        if config.get("type") != "instant":
+            return None
+        return InstantResourceManager(int(config.get("slots", 8)))
+
+    module.det_resource_manager = det_resource_manager  # type: ignore[attr-defined]
+    return module
+
+
+def end_to_end(db_url: str | None, trials: int, slots: int) -> dict[str, float]:
+    from determined.client import Session
+    from determined.core import plugins
+    from determined.master import Master, MasterConfig
+
+    plugins.register(_instant_rm_plugin(), name="bench_instant_rm")
+    data_dir = tempfile.mkdtemp(prefix="det-bench-scale-")
+    master = Master(
+        MasterConfig(
+            port=0,
+            data_dir=data_dir,
+            db=db_url,
+            resource_manager={"type": "instant", "slots": slots},
+        )
+    )
+    master.start()
+    try:
+        token = Session(master.url).request(
+            "POST", "/api/v1/auth/login", body={"username": "determined", "password": ""}
+        )["token"]
+        api = Session(master.url, token)
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        exp = api.request(
+            "POST",
+            "/api/v1/experiments",
+            body={
+                "config": yaml.safe_dump(asha_config(trials, slots)),
+                "modelDefinition": [],
+                "activate": True,
+            },
+        )["experiment"]
+        exp_id = int(exp["id"])
+        states = master.manager.searcher_states
+        while True:
+            state = api.request("GET", f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
+            if state in ("STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"):
+                break
+            time.sleep(0.2)
+        wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+        ran = len(api.request("GET", f"/api/v1/experiments/{exp_id}/trials?limit=100000")["trials"])
+        return {
+            "trials": ran,
+            "wall": wall,
+            "cpu": cpu,
+            "state": state,
+            "compactions": states.compactions,
+        }
+    finally:
+        master.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------------------------------
+
+
+def databases(no_postgres: bool) -> list[tuple[str, Any, Any]]:
+    """``(name, make_url, drop)`` of each database to measure on."""
+
+    def sqlite_url() -> str:
+        return f"sqlite:///{tempfile.mkdtemp(prefix='det-bench-scale-')}/det.sqlite"
+
+    out: list[tuple[str, Any, Any]] = [("SQLite", sqlite_url, lambda url: None)]
+    if no_postgres:
+        return out
+    try:
+        import postgres_db
+
+        if not postgres_db.available():
+            raise RuntimeError("PostgreSQL is not installed")
+        postgres_db.postgres_url()  # starts the server (or raises)
+        out.append(("PostgreSQL", postgres_db.postgres_url, postgres_db.drop_database))
+    except BaseException as e:  # pytest.skip raises a BaseException
+        print(f"(PostgreSQL skipped: {e})")
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--trials", type=int, default=10_000)
+    parser.add_argument("--baseline-trials", type=int, default=1_000)
+    parser.add_argument("--e2e-trials", type=int, default=10_000)
+    parser.add_argument("--slots", type=int, default=16)
+    parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--skip-e2e", action="store_true")
+    args = parser.parse_args()
+
+    for name, make_url, drop in databases(args.no_postgres):
+        url = make_url()
+        try:
+            new = persistence(url, args.trials, None)
+        finally:
+            drop(url)
+        url = make_url()
+        try:
+            old = persistence(url, args.baseline_trials, 0)
+        finally:
+            drop(url)
+        us = new["spent"] / new["decisions"] * 1e6
+        tail = new["tail_spent"] / max(new["tail_decisions"], 1) * 1e6
+        print(f"== {name}: searcher persistence per decision")
+        print(
+            f"event log + compaction, {new['trials']} trials, {new['decisions']} decisions, "
+            f"{new['compactions']} compactions: {us:.1f} us/decision over the run, "
+            f"{tail:.1f} us/decision over the last 1,000 trials"
+        )
+        print(
+            f"baseline whole snapshot at {new['trials']} trials "
+            f"(state {new['state_bytes'] / 1e6:.1f} MB of JSON): "
+            f"{new['whole_snapshot'] * 1e6:.0f} us/decision; over a whole "
+            f"{old['trials']}-trial search: {old['spent'] / old['decisions'] * 1e6:.1f} us/decision"
+        )
+        print(
+            f"ratio at {new['trials']} trials, event log / whole snapshot: "
+            f"{tail / (new['whole_snapshot'] * 1e6):.4f}"
+        )
+        if args.skip_e2e:
+            continue
+        url = make_url()
+        try:
+            e2e = end_to_end(url, args.e2e_trials, args.slots)
+        finally:
+            drop(url)
+        print(f"== {name}: end to end, {e2e['trials']} instant trials through det-master")
+        print(
+            f"{e2e['state']}: {e2e['wall']:.1f} s wall, {e2e['wall'] / e2e['trials'] * 1e3:.2f} "
+            f"ms/trial wall, {e2e['cpu'] / e2e['trials'] * 1e3:.2f} ms/trial CPU (master + "
+            f"in-process trial threads), {e2e['compactions']} compactions"
+        )
+        print("anchor (not measured here): Ray Tune ~9 ms overhead per trial end to end")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
