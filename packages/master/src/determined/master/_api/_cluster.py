@@ -15,6 +15,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
+from determined.master import __version__
 from determined.master._api._access import (
     P,
     mask_jobs,
@@ -116,6 +117,7 @@ def _agent_json(agent: Agent) -> dict[str, Any]:
             },
             "enabled": True,
             "draining": False,
+            "container": None,  # upstream emits it unpopulated for a free slot
         }
         if slot.allocation_id is not None:
             container = {
@@ -137,7 +139,7 @@ def _agent_json(agent: Agent) -> dict[str, Any]:
         "addresses": [agent.address],
         "enabled": True,
         "draining": False,
-        "version": "",
+        "version": __version__,  # the master's own agents
     }
 
 
@@ -150,7 +152,7 @@ def _slot_stats(slots: list[dict[str, Any]]) -> dict[str, Any]:
         for table, key in ((by_type, device["type"]), (by_brand, device["brand"] or "")):
             stats = table.setdefault(key, {"disabled": 0, "draining": 0, "total": 0, "states": {}})
             stats["total"] += 1
-            if "container" in slot:
+            if slot.get("container"):
                 state = slot["container"]["state"]
                 stats["states"][state] = stats["states"].get(state, 0) + 1
     return {"typeStats": by_type, "brandStats": by_brand}
