@@ -157,7 +157,10 @@ def loads(raw: bytes) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return json.loads(raw)
+        try:
+            return json.loads(raw)
+        except RecursionError:  # orjson stops at 1024 levels, the standard library overflows
+            raise ValueError("nested too deeply") from None
 
 
 LARGE_BODY_BYTES = 256 * 1024
@@ -191,7 +194,7 @@ async def json_any(request: Request) -> Any:
     if not raw.strip():
         return None
     try:
-        return json.loads(raw)
+        return loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
         raise APIError(400, f"malformed JSON body: {e}") from None
 

@@ -30,6 +30,7 @@ from determined.master._api._deps import (
 )
 from determined.master._api._templates import with_template
 from determined.master._api._trial_sort import check_trial_sort, sort_trial_json
+from determined.master._api._yaml_input import load_yaml
 from determined.master._core._context import ContextError, pack_files
 from determined.master._core._experiments import ExperimentPatch
 from determined.master._core._quotas import check_experiment_quota
@@ -61,10 +62,7 @@ def validate_config(master: Any, raw: Any, storage: dict[str, Any] | None = None
     if raw is None or raw == "":
         raise APIError(400, "config: required (the experiment configuration as YAML text)")
     if isinstance(raw, str):
-        try:
-            parsed = yaml.safe_load(raw)
-        except yaml.YAMLError as e:
-            raise APIError(400, f"config: invalid YAML: {e}") from None
+        parsed = load_yaml(raw, "config")
         if not isinstance(parsed, dict):
             raise APIError(400, "config: the experiment configuration must be a YAML mapping")
     elif not isinstance(raw, dict):
@@ -560,10 +558,7 @@ def continue_experiment(
         raise APIError(400, "id: required")
     require_experiment(request, principal, exp_id, P.UPDATE_EXPERIMENT)
     override_text = get(body, "override_config") or ""
-    try:
-        override = yaml.safe_load(override_text) if override_text else {}
-    except yaml.YAMLError as e:
-        raise APIError(400, f"overrideConfig: invalid YAML: {e}") from None
+    override = load_yaml(override_text, "overrideConfig") if override_text else {}
     if override is not None and not isinstance(override, dict):
         raise APIError(400, "overrideConfig: must be a YAML mapping")
     with master.db.read() as session:

@@ -15,6 +15,45 @@ from determined.master._core._metrics import MetricReport
 from determined.master.db import utcnow
 
 _COMMON_GROUPS = frozenset(("training", "validation"))
+_SCALARS = (float, int, bool, type(None))
+MAX_METRIC_STRING = 64 * 1024
+"""The longest string a metric value may be (a metric is a number, or a short label)."""
+MAX_METRIC_NODES = 10_000
+"""The most values (nested, counted) one non-numeric metric may hold; 64 levels at most."""
+_INT64 = 2**63 - 1
+
+
+def _check_value(value: Any, where: str) -> None:
+    """400 for a metric value the master will not store: a string over 64 KiB, or a list/object
+    deeper than 64 levels or with more than :data:`MAX_METRIC_NODES` values."""
+    if isinstance(value, str):
+        if len(value) > MAX_METRIC_STRING:
+            raise _wire.bad_request(f"{where}: a string of {len(value)} characters (at most 65536)")
+        return
+    stack = [(value, 0)]
+    count = 0
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if depth > 64 or count > MAX_METRIC_NODES:
+            raise _wire.bad_request(
+                f"{where}: nested deeper than 64 levels or over {MAX_METRIC_NODES} values"
+            )
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+        elif isinstance(item, str) and len(item) > MAX_METRIC_STRING:
+            raise _wire.bad_request(f"{where}: holds a string over 65536 characters")
+        elif isinstance(item, int) and not isinstance(item, bool) and abs(item) > _INT64:
+            raise _wire.bad_request(f"{where}: an integer beyond 64 bits")
+
+
+def _check_values(metrics: dict[str, Any], where: str) -> None:
+    """Every value of a metrics object checked; numbers (the usual case) cost one type test."""
+    for key, value in metrics.items():
+        if type(value) not in _SCALARS or (type(value) is int and abs(value) > _INT64):
+            _check_value(value, f"{where}.{key}")
 
 
 def check_group(group: Any) -> str:
@@ -58,7 +97,7 @@ def parse_report(
     if trial_run_id is not None and type(trial_run_id) is not int:
         try:
             trial_run_id = int(trial_run_id)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise _wire.bad_request(f"{where}.trialRunId: must be an integer") from None
     steps = body.get("stepsCompleted")
     if steps is None:
@@ -66,7 +105,7 @@ def parse_report(
     if type(steps) is not int:
         try:
             steps = int(steps or 0)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             raise _wire.bad_request(f"{where}.stepsCompleted: must be an integer") from None
     inner = body.get("metrics") or {}
     if not isinstance(inner, dict):
@@ -81,9 +120,19 @@ def parse_report(
     for key in ("epoch", "epochs"):
         if key in avg and _wire.to_float(avg[key]) is None:
             raise _wire.bad_request(f"{where}.metrics.avgMetrics.{key}: must be a number")
+    _check_values(avg, f"{where}.metrics.avgMetrics")
+    if not -_INT64 <= steps <= _INT64 or (trial_run_id is not None and abs(trial_run_id) > _INT64):
+        raise _wire.bad_request(f"{where}: stepsCompleted or trialRunId beyond 64 bits")
     batch = inner.get("batchMetrics")
     if batch is None:
         batch = inner.get("batch_metrics")
+    if batch:
+        if not isinstance(batch, list):
+            raise _wire.bad_request(f"{where}.metrics.batchMetrics: must be a list")
+        for index, entry in enumerate(batch):
+            if not isinstance(entry, dict):
+                raise _wire.bad_request(f"{where}.metrics.batchMetrics[{index}]: must be an object")
+            _check_values(entry, f"{where}.metrics.batchMetrics[{index}]")
     report_time = body.get("reportTime")
     if report_time is None:
         report_time = body.get("report_time")

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import yaml
 from fastapi import APIRouter, Depends, Request
 
 from determined.master._api._access import require_workspace, visible
@@ -17,6 +16,7 @@ from determined.master._api._deps import (
     json_body,
     master_of,
 )
+from determined.master._api._yaml_input import load_yaml
 from determined.master._core._authz import Permission
 from determined.master._wire import APIError, get, pagination
 from determined.master.db import DEFAULT_WORKSPACE_ID
@@ -197,10 +197,7 @@ def with_template(
     except APIError as e:
         raise APIError(e.status, f"template: {e.message}") from None
     if isinstance(raw, str):
-        try:
-            raw = yaml.safe_load(raw) if raw.strip() else {}
-        except yaml.YAMLError as e:
-            raise APIError(400, f"config: invalid YAML: {e}") from None
+        raw = load_yaml(raw, "config") if raw.strip() else {}
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):

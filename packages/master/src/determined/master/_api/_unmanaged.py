@@ -24,6 +24,7 @@ from determined.master._api._deps import (
     master_of,
     unmanaged_of,
 )
+from determined.master._api._yaml_input import load_yaml
 from determined.master._core._experiments import get_experiment, get_trial
 from determined.master._wire import APIError, get, unstate
 
@@ -37,13 +38,7 @@ def _validate(master: Any, raw: Any) -> tuple[dict[str, Any], str]:
 
     if raw is None or raw == "":
         raise APIError(400, "config: required (the experiment configuration as YAML text)")
-    if isinstance(raw, str):
-        try:
-            parsed = yaml.safe_load(raw)
-        except yaml.YAMLError as e:
-            raise APIError(400, f"config: invalid YAML: {e}") from None
-    else:
-        parsed = raw
+    parsed = load_yaml(raw, "config") if isinstance(raw, str) else raw
     if not isinstance(parsed, dict):
         raise APIError(400, "config: the experiment configuration must be a mapping")
     # core_v2 sends every field it knows, unset ones as null: drop those before validating.
