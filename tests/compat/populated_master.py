@@ -1,8 +1,9 @@
 """Experiments in every state on a det master, for the upstream-bindings wire test.
 
 ``populate(api, tmp)`` writes a tiny Core API trial into ``tmp`` and leaves the master with one
-experiment each COMPLETED, ERROR, ACTIVE (its trial running and waiting for preemption), PAUSED (never
-started) and CANCELED, and a spare COMPLETED one that the wire test may delete. Everything else the
+experiment each COMPLETED, ERROR, ACTIVE (its trial running and waiting for preemption), PAUSED and
+CANCELED (each after its trial checkpointed), PAUSED never started, and a spare COMPLETED one that
+the wire test may delete. Everything else the
 test needs (users, models, workspaces, templates, tokens, groups, tasks, ...) it creates itself through
 upstream's bindings, since those creating calls are routes under test too. It returns the ids as a
 JSON-able dict for the upstream-venv driver.
@@ -65,28 +66,30 @@ def populate(api: MasterAPI, tmp: pathlib.Path) -> dict[str, Any]:
     context = tmp / "context"
     context.mkdir(parents=True, exist_ok=True)
     (context / "trial.py").write_text(TRIAL)
-    ids = {
-        "completed": api.create_experiment(config("complete", "wire-completed"), context),
-        "spare": api.create_experiment(config("complete", "wire-spare"), context),
-        "errored": api.create_experiment(config("error", "wire-errored"), context),
-        "active": api.create_experiment(config("hold", "wire-active"), context),
-        "paused": api.create_experiment(config("complete", "wire-paused"), context, activate=False),
-        "canceled": api.create_experiment(
-            config("complete", "wire-canceled"), context, activate=False
-        ),
+    modes = {
+        "completed": "complete",
+        "spare": "complete",
+        "errored": "error",
+        "active": "hold",
+        "paused": "hold",
+        "canceled": "hold",
     }
+    ids = {
+        name: api.create_experiment(config(mode, f"wire-{name}"), context)
+        for name, mode in modes.items()
+    }
+    ids["never_started"] = api.create_experiment(
+        config("complete", "wire-never-started"), context, activate=False
+    )
+    for name in ("active", "paused", "canceled"):
+        _wait_checkpointed(api, ids[name])
+    api.post(f"/api/v1/experiments/{ids['paused']}/pause")
     api.post(f"/api/v1/experiments/{ids['canceled']}/cancel")
     api.wait_experiment(ids["completed"], {"STATE_COMPLETED"})
     api.wait_experiment(ids["spare"], {"STATE_COMPLETED"})
     api.wait_experiment(ids["errored"], {"STATE_ERROR"})
+    api.wait_experiment(ids["paused"], {"STATE_PAUSED"})
     api.wait_experiment(ids["canceled"], {"STATE_CANCELED"})
-    active_trial = api.wait_for(lambda: api.trials(ids["active"]), what="the active trial")[0]
-
-    def checkpointed() -> bool:
-        found = api.get(f"/api/v1/trials/{active_trial['id']}/checkpoints")
-        return bool(found.get("checkpoints"))
-
-    api.wait_for(checkpointed, timeout=120, what="the active trial's checkpoint")
     trials = {name: api.trials(exp_id) for name, exp_id in ids.items()}
     return {
         "experiments": ids,
@@ -94,3 +97,13 @@ def populate(api: MasterAPI, tmp: pathlib.Path) -> dict[str, Any]:
         "context": str(context),
         "config": config("complete", "wire-created"),
     }
+
+
+def _wait_checkpointed(api: MasterAPI, experiment_id: int) -> None:
+    """Until the experiment's first trial has reported its checkpoint (it then holds)."""
+    trial = api.wait_for(lambda: api.trials(experiment_id), what="a trial")[0]
+
+    def checkpointed() -> bool:
+        return bool(api.get(f"/api/v1/trials/{trial['id']}/checkpoints").get("checkpoints"))
+
+    api.wait_for(checkpointed, timeout=120, what=f"trial {trial['id']}'s checkpoint")

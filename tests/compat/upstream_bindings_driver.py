@@ -344,7 +344,7 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
     )
 
     # Trials, their metrics, logs and checkpoints.
-    for trial_id in trials["completed"] + trials["errored"] + trials["active"]:
+    for trial_id in [t for found in trials.values() for t in found]:
         d.call("get_GetTrial", trialId=trial_id)
         d.call("get_GetTrialCheckpoints", id=trial_id)
         d.call("get_GetTrialWorkloads", trialId=trial_id)
