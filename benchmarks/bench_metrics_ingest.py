@@ -8,7 +8,10 @@ trials: each sends batches of reports to its own trial, as ``core_context.train.
 does from its background thread. Meanwhile the 101st trial is the probe: it posts one report per
 request (a trial reporting now and then), one after the other, and its acknowledgement latency is the
 "single report ack" figure. The baseline in the same run: the same 100 trials posting one report per
-request (what upstream's client does).
+request (what upstream's client does). Each reporter uses its trial's own allocation token (the trial
+hands it over through a file), steps count up across requests as in training, and a request body is
+encoded (orjson) before its request is timed. Besides rows/s the table gives the master process's CPU
+time per 1,000 rows in the batched phase: a figure a loaded machine distorts less than rows/s.
 
     .venv/bin/python benchmarks/bench_metrics_ingest.py [--db sqlite|postgres|both] [--trials 100]
         [--seconds 10] [--batch 500]
