@@ -119,8 +119,8 @@ def test_a_0006_database_gets_its_tiles_backfilled(db_url: str, make_master: Any
             "FROM metric_tile_series ORDER BY trial_id, metric_group"
         ).all()
     assert [tuple(r) for r in series] == [
-        (1, "training", 2, 1, 4197, 2),
-        (1, "validation", 2, 1000, 4100, 2),
+        (1, "training", 2, 1, 4197, 3),
+        (1, "validation", 2, 1000, 4100, 3),
         (2, "training", 1, 5, 15, 0),
     ]
     assert tile_mismatches(db, 1) == [] and tile_mismatches(db, 2) == []

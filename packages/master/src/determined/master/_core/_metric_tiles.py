@@ -2,11 +2,13 @@
 
 For each trial, metric group and metric, the numeric reports are summarised in *tiles*: buckets of
 x (``total_batches``) ``2**level`` wide, anchored at 0, each holding the count and the first, last,
-lowest and highest point. A trial keeps :data:`LEVELS` consecutive levels, the finest one with at
-most :data:`MAX_BUCKETS` buckets over ``[0, x_max]``; when the trial's x range doubles past that,
-the finest level is dropped and one coarser level is built from the old coarsest (never from raw
-rows). A chart of any width then reads one level: at most ``MAX_BUCKETS`` rows per trial, whatever
-the number of reports.
+lowest and highest point. A trial keeps two levels (:data:`LEVELS`): the finest with at most
+:data:`MAX_BUCKETS` buckets over ``[0, x_max]``, and one :data:`COARSE` levels up (at most 32
+buckets, for charts of hundreds of trials); when the trial's x range doubles past ``MAX_BUCKETS``,
+both move one level up, built from the old finest level (never from raw rows). A chart of any width
+reads one level, at most ``MAX_BUCKETS`` rows per trial whatever the number of reports, and merges
+buckets further in Python when it wants them wider. Two levels rather than a full pyramid keep the
+writes close to one tile row per touched finest bucket.
 
 Writes: :func:`update_tiles` is called once per committed batch of the metrics writer, inside its
 transaction, after the raw rows are stored. It aggregates the batch in Python (finest level from the
@@ -36,10 +38,12 @@ from sqlalchemy.orm import Session
 from determined.master._core._metrics import MetricReport
 from determined.master.db import Run
 
-MAX_BUCKETS = 2048
+MAX_BUCKETS = 1024
 """Buckets over ``[0, x_max]`` at a trial's finest level (the widest chart reads at most these)."""
-LEVELS = 7
-"""Levels kept per trial: the finest and six coarser ones (2048 down to 32 buckets)."""
+COARSE = 5
+"""How many levels above the finest the coarse level sits (32 times wider buckets)."""
+LEVELS = (0, COARSE)
+"""The levels a trial keeps, relative to its finest."""
 
 Tile = list[Any]
 """``[n, first_x, first_y, last_x, last_y, min_x, min_y, max_x, max_y]`` (mutable while merged)."""
@@ -108,26 +112,6 @@ def _sql(connection: Connection, text: str) -> str:
     return text.replace("?", "%s") if _ph(connection) == "%s" else text
 
 
-def _add(tiles: dict[tuple[str, int], Tile], key: tuple[str, int], x: int, y: float) -> None:
-    tile = tiles.get(key)
-    if tile is None:
-        tiles[key] = [1, x, y, x, y, x, y, x, y]
-        return
-    tile[0] += 1
-    if x < tile[1]:
-        tile[1] = x
-        tile[2] = y
-    if x >= tile[3]:
-        tile[3] = x
-        tile[4] = y
-    if y < tile[6]:
-        tile[5] = x
-        tile[6] = y
-    if y > tile[8]:
-        tile[7] = x
-        tile[8] = y
-
-
 def merge(into: Tile, later: Tile) -> None:
     """Fold ``later`` (written after ``into``) into ``into``: the SQL upsert's rules in Python."""
     into[0] += later[0]
@@ -141,13 +125,12 @@ def merge(into: Tile, later: Tile) -> None:
         into[7], into[8] = later[7], later[8]
 
 
-def aggregate(
-    points: Iterable[tuple[int, dict[str, Any]]], level: int
-) -> dict[tuple[str, int], Tile]:
-    """Tiles ``{(metric, bucket): tile}`` at ``level`` of ``(x, avg metrics)`` in write order."""
-    tiles: dict[tuple[str, int], Tile] = {}
+def series_of(
+    points: Iterable[tuple[int, dict[str, Any]]],
+) -> dict[str, tuple[list[int], list[float]]]:
+    """``{metric: (xs, ys)}`` of the numeric values of ``(x, avg metrics)`` reports, in order."""
+    out: dict[str, tuple[list[int], list[float]]] = {}
     for x, values in points:
-        bucket = x >> level
         for name, raw in values.items():
             if type(raw) is float:
                 if raw - raw != 0.0:
@@ -158,39 +141,72 @@ def aggregate(
                 if number is None:
                     continue
                 y = number
-            _add(tiles, (name, bucket), x, y)
-    return tiles
-
-
-def coarser(tiles: dict[tuple[str, int], Tile]) -> dict[tuple[str, int], Tile]:
-    """The tiles one level up (two buckets into one)."""
-    out: dict[tuple[str, int], Tile] = {}
-    for (name, bucket), tile in sorted(tiles.items(), key=lambda item: item[0][1]):
-        key = (name, bucket >> 1)
-        have = out.get(key)
-        if have is None:
-            out[key] = list(tile)
-        else:
-            merge(have, tile)
+            pair = out.get(name)
+            if pair is None:
+                out[name] = pair = ([], [])
+            pair[0].append(x)
+            pair[1].append(y)
     return out
 
 
-def _levels(
-    finest: dict[tuple[str, int], Tile], low: int, high: int
-) -> Iterator[tuple[int, dict[tuple[str, int], Tile]]]:
-    """``(level, tiles)`` from ``low`` (``finest``) up to ``high`` inclusive."""
-    tiles = finest
-    for level in range(low, high + 1):
-        if level > low:
-            tiles = coarser(tiles)
-        yield level, tiles
+def tiles_at(xs: list[int], ys: list[float], level: int) -> dict[int, Tile]:
+    """``{bucket: tile}`` of one metric's points (in write order) at ``level``. One tight loop:
+    consecutive points of the same bucket (the usual case) cost no dict lookup."""
+    out: dict[int, Tile] = {}
+    current = None
+    tile: Tile = []
+    for x, y in zip(xs, ys, strict=True):
+        bucket = x >> level
+        if bucket != current:
+            current = bucket
+            found = out.get(bucket)
+            if found is None:
+                out[bucket] = tile = [1, x, y, x, y, x, y, x, y]
+                continue
+            tile = found
+        tile[0] += 1
+        if x < tile[1]:
+            tile[1] = x
+            tile[2] = y
+        if x >= tile[3]:
+            tile[3] = x
+            tile[4] = y
+        if y < tile[6]:
+            tile[5] = x
+            tile[6] = y
+        elif y > tile[8]:
+            tile[7] = x
+            tile[8] = y
+    return out
 
 
-def _rows(
-    trial_id: int, group: str, level: int, tiles: dict[tuple[str, int], Tile]
-) -> Iterator[tuple[Any, ...]]:
-    for (name, bucket), tile in tiles.items():
-        yield (trial_id, group, name, level, bucket, *tile)
+def aggregate(
+    points: Iterable[tuple[int, dict[str, Any]]], level: int
+) -> dict[tuple[str, int], Tile]:
+    """Tiles ``{(metric, bucket): tile}`` at ``level`` of ``(x, avg metrics)`` in write order."""
+    return {
+        (name, bucket): tile
+        for name, (xs, ys) in series_of(points).items()
+        for bucket, tile in tiles_at(xs, ys, level).items()
+    }
+
+
+def _series_rows(
+    trial_id: int,
+    group: str,
+    series: dict[str, tuple[list[int], list[float]]],
+    low: int,
+) -> list[tuple[Any, ...]]:
+    """Rows of the kept levels ``low + LEVELS`` of ``series`` (see :func:`series_of`)."""
+    rows: list[tuple[Any, ...]] = []
+    for name, (xs, ys) in series.items():
+        for offset in LEVELS:
+            level = low + offset
+            rows.extend(
+                (trial_id, group, name, level, bucket, *tile)
+                for bucket, tile in tiles_at(xs, ys, level).items()
+            )
+    return rows
 
 
 def _upsert_tiles(connection: Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -266,31 +282,47 @@ def _raw_points(
     return out
 
 
+_PAIR = "a.trial_id = ? AND a.metric_group = ? AND a.level = ?"
+_SAME = (
+    "b.trial_id = a.trial_id AND b.metric_group = a.metric_group AND b.metric = a.metric "
+    "AND b.level = a.level"
+)
+_UP_PAIRS = (
+    f"INSERT INTO metric_tiles ({_TILE_COLUMNS}) "
+    "SELECT a.trial_id, a.metric_group, a.metric, a.level + 1, a.bucket >> 1, "
+    "a.n + COALESCE(b.n, 0), a.first_x, a.first_y, "
+    "COALESCE(b.last_x, a.last_x), COALESCE(b.last_y, a.last_y), "
+    "CASE WHEN b.min_y < a.min_y THEN b.min_x ELSE a.min_x END, "
+    "CASE WHEN b.min_y < a.min_y THEN b.min_y ELSE a.min_y END, "
+    "CASE WHEN b.max_y > a.max_y THEN b.max_x ELSE a.max_x END, "
+    "CASE WHEN b.max_y > a.max_y THEN b.max_y ELSE a.max_y END "
+    f"FROM metric_tiles a LEFT JOIN metric_tiles b ON {_SAME} AND b.bucket = a.bucket + 1 "
+    f"WHERE {_PAIR} AND (a.bucket & 1) = 0"
+)
+"""Level L+1 tiles of the even buckets of level L, merged with their odd neighbours."""
+_UP_ODD = (
+    f"INSERT INTO metric_tiles ({_TILE_COLUMNS}) "
+    "SELECT a.trial_id, a.metric_group, a.metric, a.level + 1, a.bucket >> 1, a.n, a.first_x, "
+    "a.first_y, a.last_x, a.last_y, a.min_x, a.min_y, a.max_x, a.max_y FROM metric_tiles a "
+    f"WHERE {_PAIR} AND (a.bucket & 1) = 1 AND NOT EXISTS "
+    f"(SELECT 1 FROM metric_tiles b WHERE {_SAME} AND b.bucket = a.bucket - 1)"
+)
+"""Level L+1 tiles of the odd buckets of level L without an even neighbour."""
+
+
 def _promote(connection: Connection, trial_id: int, group: str, old: int, new: int) -> None:
-    """Move a trial's levels from ``old..old+LEVELS-1`` to ``new..new+LEVELS-1`` (``new > old``):
-    the new coarse levels are built from the old coarsest level, the fine ones dropped."""
-    top = old + LEVELS - 1
-    rows = connection.exec_driver_sql(
-        _sql(
-            connection,
-            "SELECT metric, bucket, n, first_x, first_y, last_x, last_y, min_x, min_y, max_x, "
-            "max_y FROM metric_tiles WHERE trial_id = ? AND metric_group = ? AND level = ?",
-        ),
-        (trial_id, group, top),
+    """Move a trial group's levels from finest ``old`` to finest ``new`` (``new > old``) one level
+    at a time, each level's tiles merged in pairs inside the database (no row comes to Python):
+    once per doubling of the trial's x range."""
+    key = (trial_id, group)
+    delete = _sql(
+        connection, "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ? AND level = ?"
     )
-    tiles = {(r[0], r[1]): list(r[2:]) for r in rows}
-    fresh: list[tuple[Any, ...]] = []
-    for level, level_tiles in _levels(tiles, top, new + LEVELS - 1):
-        if level > top:
-            fresh.extend(_rows(trial_id, group, level, level_tiles))
-    connection.exec_driver_sql(
-        _sql(
-            connection,
-            "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ? AND level < ?",
-        ),
-        (trial_id, group, new),
-    )
-    _upsert_tiles(connection, fresh)
+    for low in range(old, new):
+        for level in (low + COARSE, low):  # the coarse one first: its next level is free
+            connection.exec_driver_sql(_sql(connection, _UP_PAIRS), (*key, level))
+            connection.exec_driver_sql(_sql(connection, _UP_ODD), (*key, level))
+            connection.exec_driver_sql(delete, (*key, level))
 
 
 def _cut(connection: Connection, trial_id: int, group: str, low: int, start: int) -> None:
@@ -301,7 +333,7 @@ def _cut(connection: Connection, trial_id: int, group: str, low: int, start: int
             "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ? AND level = ? "
             "AND bucket >= ?",
         ),
-        [(trial_id, group, level, start >> level) for level in range(low, low + LEVELS)],
+        [(trial_id, group, low + offset, start >> (low + offset)) for offset in LEVELS],
     )
 
 
@@ -340,7 +372,7 @@ def update_tiles(session: Session, batch: Iterable[tuple[Run, Sequence[MetricRep
                 _promote(connection, trial_id, group, old_low, low)
             if old_run < run_id and points[0][0] <= old_max:
                 # A rollback: older runs' reports from this step on were just archived.
-                top = low + LEVELS - 1
+                top = low + COARSE
                 start = (points[0][0] >> top) << top
                 _cut(connection, trial_id, group, low, start)
                 points = _raw_points(connection, trial_id, group, start) + [
@@ -350,8 +382,7 @@ def update_tiles(session: Session, batch: Iterable[tuple[Run, Sequence[MetricRep
                 x_min = min([x for x, _ in points] + ([old_min] if old_min < start else []))
             else:
                 x_min, x_max = min(x_min, old_min), max(x_max, old_max)
-        for level, tiles in _levels(aggregate(points, low), low, low + LEVELS - 1):
-            tile_rows.extend(_rows(trial_id, group, level, tiles))
+        tile_rows.extend(_series_rows(trial_id, group, series_of(points), low))
         state_rows.append((trial_id, group, run_id, x_min, x_max, low))
     _upsert_tiles(connection, tile_rows)
     _upsert_states(connection, state_rows)
@@ -392,9 +423,7 @@ def rebuild(connection: Connection, trial_id: int, group: str, run_id: int) -> N
         return
     xs = [x for x, _ in points]
     low = level_min(max(xs))
-    rows: list[tuple[Any, ...]] = []
-    for level, tiles in _levels(aggregate(points, low), low, low + LEVELS - 1):
-        rows.extend(_rows(trial_id, group, level, tiles))
+    rows = _series_rows(trial_id, group, series_of(points), low)
     for part in _chunks(rows, 5000):
         _upsert_tiles(connection, list(part))
     _upsert_states(connection, [(trial_id, group, run_id, min(xs), max(xs), low)])
@@ -403,7 +432,7 @@ def rebuild(connection: Connection, trial_id: int, group: str, run_id: int) -> N
 def read_tiles(
     connection: Connection, levels: dict[int, int], group: str, metric: str | None
 ) -> dict[tuple[int, str], list[Tile]]:
-    """``{(trial, metric): tiles in bucket order}`` of ``group`` at each trial's level of
+    """``{(trial, metric): [bucket, *tile] in bucket order}`` of ``group`` at each trial's level of
     ``levels`` (``{trial: level}``), for one metric or (``None``) all of them. One query per
     distinct level."""
     by_level: dict[int, list[int]] = collections.defaultdict(list)
@@ -414,7 +443,7 @@ def read_tiles(
         for part in _chunks(sorted(trial_ids)):
             marks = ", ".join("?" * len(part))
             sql = (
-                "SELECT trial_id, metric, n, first_x, first_y, last_x, last_y, min_x, min_y, "
+                "SELECT trial_id, metric, bucket, n, first_x, first_y, last_x, last_y, min_x, min_y, "
                 f"max_x, max_y FROM metric_tiles WHERE trial_id IN ({marks}) "
                 "AND metric_group = ? AND level = ?"
             )

@@ -18,6 +18,7 @@ class MetricTile(Base):
     """Count, first, last, min and max point of one metric of one trial over one x bucket."""
 
     __tablename__ = "metric_tiles"
+    __table_args__ = {"sqlite_with_rowid": False}  # one B-tree, clustered on the key
     trial_id: Mapped[int] = mapped_column(
         ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
     )

@@ -3,8 +3,10 @@
 A learning-curve chart of 100 trials x 10,000 reports must not make the browser download a million
 points, nor make the master read a million JSON rows. The metrics writer keeps, per trial, group
 and metric, power-of-two buckets of x holding the count, first, last, lowest and highest point
-(``_core/_metric_tiles``). A chart picks the level whose buckets are about one pixel column wide
-(:func:`chart_level`) and reads those tiles only: at most two points per bucket (the lowest and the
+(``_core/_metric_tiles``) at two levels. A chart wants buckets about one pixel column wide
+(:func:`chart_level`); it reads the coarse level when that
+is fine enough (or when hundreds of trials share the chart), else the finest, and merges the tiles
+read into buckets of the width it wants: at most two points per bucket (the lowest and the
 highest in x order, or the bucket's points when it holds two or fewer), plus each curve's first and
 last point, so spikes survive and the payload is bounded by the chart's width. The raw ``metrics``
 table is never read here; exports and the REST streams still read it.
@@ -17,10 +19,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from determined.master._core import _metric_tiles
-from determined.master._core._metric_tiles import LEVELS, chart_level, numeric
+from determined.master._core._metric_tiles import COARSE, chart_level, merge, numeric
 from determined.master.db import Database
 
 __all__ = ["Curve", "TrialVersion", "chart_level", "curves", "tile_points", "to_number"]
+
+MANY_TRIALS = 200
+"""From this many trials on, a chart reads every trial's coarse level (at most 32 buckets each)."""
 
 
 def to_number(value: Any) -> float | None:
@@ -83,17 +88,37 @@ def compact_x(values: list[float]) -> list[float | int]:
     return [int(v) if float(v).is_integer() else v for v in values]
 
 
-def _curve(tiles: Sequence[Sequence[Any]]) -> Curve:
-    xs, ys, total = tile_points(tiles)
+def rebucket(tiles: Sequence[Sequence[Any]], shift: int) -> list[list[Any]]:
+    """``[bucket, *tile]`` rows in bucket order merged ``2**shift`` buckets into one (the tiles
+    alone, in bucket order)."""
+    out: list[list[Any]] = []
+    current = None
+    for row in tiles:
+        bucket = row[0] >> shift
+        if bucket != current or not out:
+            out.append(list(row[1:]))
+            current = bucket
+        else:
+            merge(out[-1], list(row[1:]))
+    return out
+
+
+def _curve(tiles: Sequence[Sequence[Any]], shift: int) -> Curve:
+    xs, ys, total = tile_points(rebucket(tiles, shift))
     return Curve(compact_x(xs), round_values(ys), total)
+
+
+def _level(wanted: int, low: int, many: bool) -> int:
+    """The kept level to read: the coarse one when it is fine enough or the chart is crowded."""
+    return low + COARSE if many or wanted >= low + COARSE else low
 
 
 def curves(
     db: Database, trial_ids: Sequence[int], group: str, metric: str, width: int
 ) -> dict[int, Curve]:
-    """The curve of ``metric`` in ``group`` of each trial that reported it, all at the level
-    whose buckets fit ``width`` columns over the trials' common x range. Two queries, or one per
-    distinct level when trials' finest levels differ."""
+    """The curve of ``metric`` in ``group`` of each trial that reported it, in buckets fitting
+    ``width`` columns over the trials' common x range. Two queries, or one more per distinct
+    level read when trials' finest levels differ."""
     if not trial_ids:
         return {}
     with db.engine.connect() as connection:
@@ -103,20 +128,24 @@ def curves(
         x0 = min(s[1] for s in states.values())
         x1 = max(s[2] for s in states.values())
         wanted = chart_level(x0, x1, width)
-        levels = {t: min(max(wanted, s[3]), s[3] + LEVELS - 1) for (t, _), s in states.items()}
+        many = len(states) >= MANY_TRIALS
+        levels = {t: _level(wanted, s[3], many) for (t, _), s in states.items()}
         tiles = _metric_tiles.read_tiles(connection, levels, group, metric)
-    return {t: _curve(found) for (t, _), found in tiles.items() if found}
+    return {
+        t: _curve(found, max(0, wanted - levels[t])) for (t, _), found in tiles.items() if found
+    }
 
 
 def trial_curves(db: Database, trial_id: int, width: int) -> dict[tuple[str, str], Curve]:
-    """Every metric of every group of one trial, each group at the level fitting ``width``."""
+    """Every metric of every group of one trial, each group in buckets fitting ``width``."""
     out: dict[tuple[str, str], Curve] = {}
     with db.engine.connect() as connection:
         states = _metric_tiles.load_states(connection, [trial_id])
         for (_, group), (_, x0, x1, low) in sorted(states.items()):
-            level = min(max(chart_level(x0, x1, width), low), low + LEVELS - 1)
+            wanted = chart_level(x0, x1, width)
+            level = _level(wanted, low, False)
             tiles = _metric_tiles.read_tiles(connection, {trial_id: level}, group, None)
             for (_, metric), found in sorted(tiles.items()):
                 if found:
-                    out[(group, metric)] = _curve(found)
+                    out[(group, metric)] = _curve(found, max(0, wanted - level))
     return out

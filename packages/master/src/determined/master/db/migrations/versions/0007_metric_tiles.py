@@ -45,6 +45,7 @@ def upgrade() -> None:
         sa.Column("max_x", sa.BigInteger(), nullable=False),
         sa.Column("max_y", point, nullable=False),
         sa.PrimaryKeyConstraint("trial_id", "metric_group", "metric", "level", "bucket"),
+        sqlite_with_rowid=False,
     )
     op.create_table(
         "metric_tile_series",
