@@ -9,10 +9,12 @@ for the trial; log lines are stored at once.
 
 from __future__ import annotations
 
+import json
 import logging
 import pathlib
 import queue
 import secrets
+import socket
 import threading
 import traceback
 from typing import Any
@@ -216,6 +218,14 @@ class AllocationEvents:
                 f"Trial {run.id} (run {run.run_id}) assigned slots {list(assignment.slot_ids)};"
                 f" launching {argv}"
                 + (f" resuming from checkpoint {latest_uuid}" if latest_uuid else ""),
+                allocation_id=aid,
+            )
+            # Upstream's launcher logs this line at every start of a trial's process; tools count it.
+            master_log(
+                session,
+                run.task_id,
+                f"New trial runner in (container {aid}) on agent {socket.gethostname()}: "
+                + json.dumps(exp.config, default=str),
                 allocation_id=aid,
             )
         with self._transactions.lock:
