@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from determined.master import _wire
 from determined.master.db import Metric, Run, utcnow
-from determined.master.db._metric_inserts import insert_metric_rows
+from determined.master.db._metric_inserts import MetricRow, insert_metric_rows
 
 _NUMBER_TYPES = frozenset((float, int))
 
@@ -20,9 +20,17 @@ def _summarize(summary: dict[str, Any], reports: list[dict[str, Any]]) -> dict[s
     every report of ``reports``, in order. Each entry is copied once per call, not once per report;
     a metric whose values are all finite numbers is folded in with C-level ``sum``/``min``/``max``.
     """
+    return _summarize_checked(summary, reports)[0]
+
+
+def _summarize_checked(
+    summary: dict[str, Any], reports: list[dict[str, Any]]
+) -> tuple[dict[str, Any], bool]:
+    """:func:`_summarize`, and whether every value of every report was a finite int or float (then
+    the reports need no NaN/Infinity cleaning before they are stored)."""
     out = dict(summary)
     if not reports:
-        return out
+        return out, True
     keys = reports[0].keys()
     columns: dict[str, list[Any]]
     if all(values.keys() == keys for values in reports):
@@ -32,12 +40,14 @@ def _summarize(summary: dict[str, Any], reports: list[dict[str, Any]]) -> dict[s
         for values in reports:
             for name, raw in values.items():
                 columns.setdefault(name, []).append(raw)
+    plain = True
     for name, column in columns.items():
         entry = dict(out.get(name) or {})
         out[name] = entry
         if not _add_numbers(entry, column):
             _add_each(entry, column)
-    return out
+            plain = False
+    return out, plain
 
 
 def _add_numbers(entry: dict[str, Any], column: list[Any]) -> bool:
@@ -103,7 +113,7 @@ def _finite_or_clean(values: Any) -> Any:
     return values
 
 
-def _insert_rows(session: Session, rows: list[dict[str, Any]]) -> None:
+def _insert_rows(session: Session, rows: list[MetricRow]) -> None:
     """One bulk insert of metric rows in the session's transaction (see ``db._metric_inserts``)."""
     insert_metric_rows(session.connection(), rows)
 
@@ -194,27 +204,30 @@ def ingest_many(
     by_group: dict[str, list[dict[str, Any]]] = {}
     for report in reports:
         by_group.setdefault(report.group, []).append(report.avg)
+    plain = True  # every averaged value a finite number: nothing to clean
     for group, values in by_group.items():
-        summary[group] = _summarize(summary.get(group) or {}, values)
-    bulk: list[dict[str, Any]] = []
+        summary[group], group_plain = _summarize_checked(summary.get(group) or {}, values)
+        plain = plain and group_plain
+    bulk: list[MetricRow] = []
     rows: list[Metric | None] = []
+    trial_id = run.id
     for report in reports:
-        avg = _finite_or_clean(report.avg)
+        avg = report.avg if plain else _finite_or_clean(report.avg)
         stored = {
             "avg_metrics": avg,
             "batch_metrics": _finite_or_clean(report.batch) if report.batch else [],
         }
         if report.group != "validation":
             bulk.append(
-                {
-                    "trial_id": run.id,
-                    "trial_run_id": report.trial_run_id,
-                    "metric_group": report.group,
-                    "total_batches": report.steps,
-                    "end_time": report.report_time,
-                    "metrics": stored,
-                    "archived": False,
-                }
+                (
+                    trial_id,
+                    report.trial_run_id,
+                    report.group,
+                    report.steps,
+                    report.report_time,
+                    stored,
+                    False,
+                )
             )
             rows.append(None)
             continue

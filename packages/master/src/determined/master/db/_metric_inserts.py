@@ -10,6 +10,9 @@ in the storage format:
   buffer in the open transaction, so a batch costs one round trip and no per-row statement;
 - anything else: SQLAlchemy Core's ``executemany``.
 
+Rows are :data:`MetricRow` tuples; the PostgreSQL path also offers :func:`upsert_rows` (many-row
+``INSERT ... ON CONFLICT`` in one statement) for other per-batch tables.
+
 Every path inserts inside the caller's transaction: nothing is visible before its commit.
 """
 
@@ -25,6 +28,9 @@ from sqlalchemy.engine import Connection
 from determined.master.db._models import Metric
 
 COLUMNS = "trial_id, trial_run_id, metric_group, total_batches, end_time, metrics, archived"
+
+MetricRow = tuple[int, int | None, str, int, datetime.datetime, dict[str, Any], bool]
+"""One metric row, in :data:`COLUMNS` order (``metrics`` as a dict, encoded here)."""
 
 _UTC = datetime.timezone.utc
 _COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
@@ -43,36 +49,35 @@ def _copy_text(value: str) -> str:
     return value
 
 
-def copy_buffer(rows: list[dict[str, Any]]) -> bytes:
-    """The COPY text-format payload of ``rows`` (columns in :data:`COLUMNS` order)."""
+def copy_buffer(rows: list[MetricRow]) -> bytes:
+    """The COPY text-format payload of ``rows``."""
     lines = []
     group_text: dict[str, str] = {}
     last_time: Any = None
     last_text = ""
-    for row in rows:
-        group = row["metric_group"]
+    dumps = orjson.dumps
+    for trial_id, run_id, group, steps, end_time, metrics, archived in rows:
         escaped = group_text.get(group)
         if escaped is None:
             escaped = group_text[group] = _copy_text(group)
         # orjson escapes control characters inside JSON strings, so only backslashes need doubling.
-        metrics = orjson.dumps(row["metrics"]).decode()
-        if "\\" in metrics:
-            metrics = metrics.replace("\\", "\\\\")
-        end_time = row["end_time"]
+        text = dumps(metrics).decode()
+        if "\\" in text:
+            text = text.replace("\\", "\\\\")
         if end_time is not last_time:  # a request's reports usually share one time
             last_time = end_time
             if end_time.tzinfo is None:
                 end_time = end_time.replace(tzinfo=_UTC)
             last_text = end_time.isoformat()
         lines.append(
-            f"{row['trial_id']}\t{row['trial_run_id']}\t{escaped}\t{row['total_batches']}\t"
-            f"{last_text}\t{metrics}\t{'t' if row['archived'] else 'f'}\n"
+            f"{trial_id}\t{run_id}\t{escaped}\t{steps}\t{last_text}\t{text}\t"
+            f"{'t' if archived else 'f'}\n"
         )
     return "".join(lines).encode()
 
 
-def insert_metric_rows(connection: Connection, rows: list[dict[str, Any]]) -> None:
-    """Insert ``rows`` (dicts with the keys of :data:`COLUMNS`) in ``connection``'s transaction."""
+def insert_metric_rows(connection: Connection, rows: list[MetricRow]) -> None:
+    """Insert ``rows`` in ``connection``'s transaction."""
     if not rows:
         return
     dialect = connection.dialect
@@ -81,20 +86,11 @@ def insert_metric_rows(connection: Connection, rows: list[dict[str, Any]]) -> No
         last_time: Any = None
         last_text = ""
         dumps = orjson.dumps
-        for row in rows:
-            end_time = row["end_time"]
+        for trial_id, run_id, group, steps, end_time, metrics, archived in rows:
             if end_time is not last_time:  # a request's reports usually share one time
                 last_time, last_text = end_time, _naive_utc(end_time)
             params.append(
-                (
-                    row["trial_id"],
-                    row["trial_run_id"],
-                    row["metric_group"],
-                    row["total_batches"],
-                    last_text,
-                    dumps(row["metrics"]).decode(),
-                    1 if row["archived"] else 0,
-                )
+                (trial_id, run_id, group, steps, last_text, dumps(metrics).decode(), int(archived))
             )
         connection.exec_driver_sql(
             f"INSERT INTO metrics ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", params
@@ -108,7 +104,11 @@ def insert_metric_rows(connection: Connection, rows: list[dict[str, Any]]) -> No
         ):
             copy.write(copy_buffer(rows))
         return
-    connection.execute(insert(Metric.__table__), rows)  # type: ignore[arg-type]
+    names = [name.strip() for name in COLUMNS.split(",")]
+    connection.execute(
+        insert(Metric.__table__),  # type: ignore[arg-type]
+        [dict(zip(names, row, strict=True)) for row in rows],
+    )
 
 
 def upsert_rows(
