@@ -1,0 +1,49 @@
+"""A trial's exit is noticed by process wait, also when a process outside its group holds its pipes.
+
+A launcher (``determined.launch.torch_distributed``) starts torchrun in a session of its own, so a
+process of the trial may hold the trial's stdout and stderr after the trial's process group is gone.
+The master used to wait 5 s for the pipes, then report the exit and leave that process running; now
+it kills every process carrying the allocation's ``DET_ALLOCATION_ID`` and reports the exit at once.
+"""
+
+from __future__ import annotations
+
+import datetime
+import pathlib
+from typing import Any
+
+ESCAPED = """
+import subprocess, time
+child = subprocess.Popen(["sleep", "300"], start_new_session=True)  # inherits stdout/stderr
+print("escaped", child.pid, "done at", time.time(), flush=True)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_an_escaped_process_does_not_delay_the_exit(api: Any, tmp_path: pathlib.Path) -> None:
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "escape.py").write_text(ESCAPED)
+    config = {
+        "name": "escaped-child",
+        "entrypoint": "python3 escape.py",
+        "searcher": {"name": "single", "metric": "x", "max_length": 1},
+        "max_restarts": 0,
+    }
+    exp_id = api.create_experiment(config, context)
+    assert api.wait_experiment(exp_id, timeout=120) == "STATE_COMPLETED", api.debug(exp_id)
+    trial = api.trials(exp_id)[0]
+    logs = "".join(api.logs(trial["id"]))
+    done_at = float(logs.split("done at ", 1)[1].split()[0])
+    ended = datetime.datetime.fromisoformat(trial["endTime"].replace("Z", "+00:00")).timestamp()
+    # the old pipe grace alone was 5 s; the kill comes 50 ms after the group is gone
+    assert ended - done_at < 4.0, (ended - done_at, logs)
+    pid = int(logs.split("escaped ", 1)[1].split()[0])
+    api.wait_for(lambda: not _alive(pid), 30, f"the escaped process {pid} to be killed")
