@@ -62,8 +62,16 @@ def get_master(request: Request) -> dict[str, Any]:
 
 @info_router.get("/info")
 def info(request: Request) -> dict[str, Any]:
-    """Plain echo of ``/api/v1/master``."""
-    return master_of(request).describe()
+    """Upstream's older ``MasterInfo`` (snake_case keys; its e2e tests read ``cluster_id`` here)."""
+    described = master_of(request).describe()
+    return {
+        "version": described["version"],
+        "master_id": described["masterId"],
+        "cluster_id": described["clusterId"],
+        "cluster_name": described["clusterName"],
+        "telemetry": {"enabled": False, "segment_key": ""},
+        "sso_providers": [],
+    }
 
 
 @info_router.get("/health")
