@@ -121,8 +121,10 @@ start_master() {
     local data="$LOGS/$name.data"
     rm -rf "$data"
     mkdir -p "$data"
-    (cd "$data" && exec "$MASTER_BIN" up --port "$port" --slots "$SLOTS" --data-dir "$data" \
-        --initial-admin-password "$PASSWORD") >"$LOGS/$name.master.log" 2>&1 &
+    # Upstream's e2e_cpu cluster is the open-source master: basic authorization, no RBAC.
+    printf 'security:\n  authz:\n    type: basic\n' >"$data.yaml"
+    (cd "$data" && exec "$MASTER_BIN" up --config-file "$data.yaml" --port "$port" --slots "$SLOTS" \
+        --data-dir "$data" --initial-admin-password "$PASSWORD") >"$LOGS/$name.master.log" 2>&1 &
     MASTER_PID=$!
     for _ in $(seq 1 300); do
         if "$PYTHON" -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/api/v1/master', timeout=2)" \
