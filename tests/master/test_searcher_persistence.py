@@ -228,3 +228,30 @@ def test_a_plugin_method_without_replay_is_snapshotted(make_master: Any, tmp_pat
         )
     assert snap is not None and snap.content["searcher_state"]
     assert events == 0
+
+
+def test_a_rolled_back_transaction_reloads_the_searcher(sqlite_master: Any, tmp_path: Any) -> None:
+    """A transaction that fed the searcher and then failed leaves nothing behind: the next use
+    rebuilds the searcher from the database instead of keeping the calls that were rolled back."""
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "README").write_text("instant trials\n")
+    api = sqlite_master.api()
+    config = dict(CONFIG, searcher=dict(CONFIG["searcher"], max_trials=4))
+    exp_id = api.create_experiment(config, context, activate=False)
+    trial = _trials(api, exp_id)[0]
+    length = api.get(f"/api/v1/trials/{trial['id']}/searcher/operation")["op"]["validateAfter"]
+    manager = sqlite_master.manager
+    states = manager.searcher_states
+    before = json.loads(json.dumps(states.searchers[exp_id].state_dict()))
+    with pytest.raises(RuntimeError, match="boom"), manager.transactions.txn() as session:
+        exp = session.get(Experiment, exp_id)
+        rid = trial["requestId"]
+        manager.lifecycle.searcher_event(
+            session, exp, lambda s: s.operation_completed(rid, int(length["length"]), 0.5)
+        )
+        assert states.searchers[exp_id].validated_time  # the live searcher heard it
+        raise RuntimeError("boom")
+    with sqlite_master.db.read() as session:
+        exp = session.get(Experiment, exp_id)
+    assert json.loads(json.dumps(states.of(exp).state_dict())) == before
