@@ -129,12 +129,26 @@ def test_failed_post_surfaces_at_close(on_cluster: OnCluster) -> None:
         ctx.train.report_training_metrics(1, {"loss": 1.0})
 
 
-def test_metrics_post_is_not_retried(on_cluster: OnCluster) -> None:
+def test_metrics_post_is_not_retried_after_a_500(on_cluster: OnCluster) -> None:
+    """A 500 may come after the report was stored: sending it again could store it twice."""
+    fm = on_cluster.master
+    fm.override("POST", METRICS, 500, {"error": {"error": "broken"}})
+    with pytest.raises(RuntimeError, match="broken"), core.init() as ctx:
+        ctx.train.report_training_metrics(1, {"loss": 1.0})
+    assert len(fm.find("POST", METRICS)) == 1
+
+
+def test_metrics_post_is_retried_for_the_window_after_a_503(
+    on_cluster: OnCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A 503 says nothing was stored (a locked or restarting database): the trial retries it for
+    its retry window (``DET_MASTER_RETRY_WINDOW``), then the error surfaces."""
+    monkeypatch.setenv("DET_MASTER_RETRY_WINDOW", "0.5")
     fm = on_cluster.master
     fm.override("POST", METRICS, 503, {"error": {"error": "busy"}})
     with pytest.raises(RuntimeError, match="busy"), core.init() as ctx:
         ctx.train.report_training_metrics(1, {"loss": 1.0})
-    assert len(fm.find("POST", METRICS)) == 1
+    assert len(fm.find("POST", METRICS)) >= 2
 
 
 def test_nan_metrics_encoded_as_strings(on_cluster: OnCluster) -> None:
