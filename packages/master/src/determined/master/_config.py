@@ -54,6 +54,8 @@ class MasterConfig:
             and the system temporary directory).
         tls_cert: the ``--tls-cert`` flag (overrides ``security.tls.cert``).
         tls_key: the ``--tls-key`` flag (overrides ``security.tls.key``).
+        db_busy_timeout_s: SQLite only: how long a write waits for a lock another process holds
+            on the database file before the request gets a 503 "database is locked" (30 s).
     """
 
     host: str = "127.0.0.1"
@@ -72,6 +74,7 @@ class MasterConfig:
     checkpoint_storage_roots: list[str] | None = None
     tls_cert: str | None = None
     tls_key: str | None = None
+    db_busy_timeout_s: float = 30.0
 
     def limits_config(self) -> Limits:
         """The parsed ``limits`` section."""
@@ -173,6 +176,8 @@ class MasterConfig:
             raise ValueError(f"slots must be >= 0, got {self.slots}")
         self.authz_settings()
         self.limits_config()
+        if not float(self.db_busy_timeout_s) >= 0:
+            raise ValueError(f"db_busy_timeout_s must be >= 0, got {self.db_busy_timeout_s}")
         if self.checkpoint_storage_roots is not None and not isinstance(
             self.checkpoint_storage_roots, list
         ):

@@ -61,7 +61,9 @@ class Master:
         self.config.check()
         self.version = __version__
         self.data_dir = self.config.resolved_data_dir()
-        self.db = Database(self.config.db_url())
+        self.db = Database(
+            self.config.db_url(), busy_timeout_s=float(self.config.db_busy_timeout_s)
+        )
         self.rm: Any = None
         self._manager: Manager | None = None
         self.cluster_id = ""

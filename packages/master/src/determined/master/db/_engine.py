@@ -52,7 +52,7 @@ class Database:
     (a cheap, predictable alternative to retrying on ``database is locked``).
     """
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, busy_timeout_s: float = 30.0) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
         kwargs: dict[str, Any] = {"future": True}
@@ -60,13 +60,18 @@ class Database:
             path = url.split("///", 1)[1] if "///" in url else ""
             if path and path != ":memory:":
                 pathlib.Path(path).parent.mkdir(parents=True, exist_ok=True)
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": busy_timeout_s}
         else:
             kwargs.update(POSTGRES_POOL)
             kwargs["json_serializer"] = _json_text
         self.engine = sqlalchemy.create_engine(url, **kwargs)
         if self.is_sqlite:
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+            busy_ms = int(busy_timeout_s * 1000)
+            event.listen(
+                self.engine,
+                "connect",
+                lambda connection, record: _sqlite_pragmas(connection, record, busy_ms),
+            )
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._write_lock = threading.RLock()
 
@@ -128,10 +133,10 @@ class Database:
         self.engine.dispose()
 
 
-def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any, busy_timeout_ms: int = 30000) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA busy_timeout={int(busy_timeout_ms)}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
