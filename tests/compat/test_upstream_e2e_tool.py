@@ -1,8 +1,9 @@
 """tools/upstream_e2e.sh's argument handling, and two things upstream's e2e helpers read from a master.
 
 The script itself runs upstream Determined's e2e_tests by hand (CI has no copy of Determined); here only
-its refusals are checked, plus what its first run found missing: an ACTIVE experiment reads as
-STATE_RUNNING once its trial runs, and the older ``GET /tasks`` lists the trial by its experiment.
+its refusals are checked, plus what its first runs found missing: an ACTIVE experiment reads as
+STATE_RUNNING once its trial runs, the older ``GET /tasks`` lists the trial by its experiment, and
+upstream's bulk experiment actions (by ids or by filters).
 """
 
 from __future__ import annotations
@@ -57,8 +58,18 @@ def test_running_experiment_and_legacy_tasks(sqlite_master: Any, tmp_path: pathl
     tasks = api.get("/tasks")
     mine = [t for t in tasks.values() if f"(Experiment {exp_id})" in t["name"]]
     assert len(mine) == 1 and mine[0]["resources"] and mine[0]["slots_needed"] == 1, tasks
-    api.post(f"/api/v1/experiments/{exp_id}/kill")
+    # Upstream's bulk actions: by ids (an unknown id gets its own error), and by a name filter.
+    bulk = "/api/v1/projects/1/experiments"
+    archived = api.post(f"{bulk}/archive", {"experimentIds": [exp_id]})["results"]
+    assert archived[0]["id"] == exp_id and "terminal" in archived[0]["error"], archived
+    killed = api.post(f"{bulk}/kill", {"filters": {"name": "sleeper"}})["results"]
+    assert killed == [{"id": exp_id, "error": ""}], killed
     api.wait_for(
         lambda: api.experiment(exp_id)["state"] == "STATE_CANCELED", 120, "the experiment killed"
     )
     assert not api.get("/tasks")
+    archived = api.post(f"{bulk}/archive", {"experimentIds": [exp_id, 999]})["results"]
+    assert archived[0] == {"id": exp_id, "error": ""} and archived[1]["error"], archived
+    assert api.experiment(exp_id)["archived"] is True
+    with pytest.raises(Exception, match="experimentIds"):
+        api.post(f"{bulk}/pause", {"experimentIds": "all"})

@@ -318,6 +318,9 @@ def create_app(master: Master) -> FastAPI:
 
     app.include_router(_labels.router)
     app.include_router(_experiments.router)
+    from determined.master._api import _bulk_experiments
+
+    app.include_router(_bulk_experiments.router)
     app.include_router(_templates.router)
     app.include_router(_checkpoints.router)
     app.include_router(_models.router)
