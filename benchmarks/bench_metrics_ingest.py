@@ -14,7 +14,7 @@ encoded (orjson) before its request is timed. Besides rows/s the table gives the
 time per 1,000 rows in the batched phase: a figure a loaded machine distorts less than rows/s.
 
     .venv/bin/python benchmarks/bench_metrics_ingest.py [--db sqlite|postgres|both] [--trials 100]
-        [--seconds 10] [--batch 500]
+        [--seconds 10] [--batch 500] [--postgres-url postgresql+psycopg://USER:PW@HOST/EMPTY_DB]
 """
 
 from __future__ import annotations
@@ -179,7 +179,9 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
     """One master on ``db``: batched load with the probe, then the one-report-per-request baseline."""
     flags = ["--slots", "1"]
     pg_url = None
-    if db == "postgres":
+    if db == "postgres" and args.postgres_url:
+        flags += ["--db", args.postgres_url]  # the user's own (empty) database, kept afterwards
+    elif db == "postgres":
         sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
         import postgres_db
 
@@ -260,6 +262,11 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=100)
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument("--batch", type=int, default=500)
+    parser.add_argument(
+        "--postgres-url",
+        help="an empty database on your own PostgreSQL server (default: a fresh database on the "
+        "local server the tests use, dropped afterwards)",
+    )
     args = parser.parse_args()
     dbs = ["sqlite", "postgres"] if args.db == "both" else [args.db]
     results = [bench(db, args) for db in dbs]
