@@ -8,11 +8,13 @@ upstream's bulk experiment actions (by ids or by filters).
 
 from __future__ import annotations
 
+import json
 import pathlib
 import subprocess
 from typing import Any
 
 import pytest
+import requests
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "upstream_e2e.sh"
@@ -58,6 +60,22 @@ def test_running_experiment_and_legacy_tasks(sqlite_master: Any, tmp_path: pathl
     tasks = api.get("/tasks")
     mine = [t for t in tasks.values() if f"(Experiment {exp_id})" in t["name"]]
     assert len(mine) == 1 and mine[0]["resources"] and mine[0]["slots_needed"] == 1, tasks
+    # Log fields (upstream's TrialLogsFields): every value is a filter that finds lines.
+    trial_id = api.trials(exp_id)[0]["id"]
+    auth = {"Authorization": f"Bearer {sqlite_master.login('determined')}"}
+    base = f"{sqlite_master.url}/api/v1/trials/{trial_id}/logs"
+
+    def lines(url: str, **params: Any) -> list[dict[str, Any]]:
+        answer = requests.get(url, params=params, headers=auth, timeout=60)
+        assert answer.status_code == 200, answer.text
+        return [json.loads(line)["result"] for line in answer.text.splitlines() if line]
+
+    (fields,) = lines(base + "/fields")
+    assert fields["sources"], fields
+    for name, values in fields.items():
+        for value in values[:1]:
+            assert lines(base, **{name: value}), (name, value)
+    assert lines(base, rankIds=-1) and not lines(base, rankIds=-2)
     # Upstream's bulk actions: by ids (an unknown id gets its own error), and by a name filter.
     bulk = "/api/v1/projects/1/experiments"
     archived = api.post(f"{bulk}/archive", {"experimentIds": [exp_id]})["results"]

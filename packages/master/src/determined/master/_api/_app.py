@@ -325,6 +325,9 @@ def create_app(master: Master) -> FastAPI:
     app.include_router(_checkpoints.router)
     app.include_router(_models.router)
     app.include_router(_tasks.router)
+    from determined.master._api import _log_fields
+
+    app.include_router(_log_fields.router)
     from determined.master._api import _tensorboards
 
     app.include_router(_tensorboards.router)

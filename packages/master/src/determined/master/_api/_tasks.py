@@ -10,7 +10,7 @@ from typing import Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
-from sqlalchemy import select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 from starlette.concurrency import run_in_threadpool
 
@@ -245,8 +245,9 @@ def _log_filter(request: Request, task_ids: list[str]) -> Any:
     q = request.query_params
     stmt = select(TaskLog).where(TaskLog.task_id.in_(task_ids))
     ranks = [int_param(r, "rankIds") for r in q.getlist("rankIds")]
-    if ranks:
-        stmt = stmt.where(TaskLog.rank_id.in_(ranks))
+    if ranks:  # -1: lines without a rank (upstream's convention)
+        has_rank = TaskLog.rank_id.in_(ranks)
+        stmt = stmt.where(or_(has_rank, TaskLog.rank_id.is_(None)) if -1 in ranks else has_rank)
     levels = [
         lv if lv.startswith("LOG_LEVEL_") else f"LOG_LEVEL_{lv.upper()}"
         for lv in q.getlist("levels")
