@@ -407,11 +407,22 @@ def backfill(connection: Connection) -> int:
 def rebuild(connection: Connection, trial_id: int, group: str, run_id: int) -> None:
     """Replace one trial group's tiles with those of its unarchived raw rows (``run_id``: the run
     that wrote the newest of them)."""
+    store(connection, trial_id, group, run_id, _raw_points(connection, trial_id, group, -(2**62)))
+
+
+def store(
+    connection: Connection,
+    trial_id: int,
+    group: str,
+    run_id: int,
+    points: Sequence[tuple[int, dict[str, Any]]],
+) -> None:
+    """Replace one trial group's tiles with those of ``points`` (``(x, avg metrics)`` in write
+    order): for rows stored behind the metrics writer's back (the migration, bulk loads)."""
     connection.exec_driver_sql(
         _sql(connection, "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ?"),
         (trial_id, group),
     )
-    points = _raw_points(connection, trial_id, group, -(2**62))
     if not points:
         connection.exec_driver_sql(
             _sql(
@@ -452,6 +463,18 @@ def read_tiles(
                 sql += " AND metric = ?"
                 params.append(metric)
             sql += " ORDER BY trial_id, metric, bucket"
-            for row in connection.exec_driver_sql(_sql(connection, sql), tuple(params)):
-                out[(row[0], row[1])].append(list(row[2:]))
+            # Tuples straight from the driver's cursor, no per-row Row objects (tens of thousands
+            # of rows per chart).
+            result = connection.exec_driver_sql(_sql(connection, sql), tuple(params))
+            try:
+                rows = result.cursor.fetchall()
+            finally:
+                result.close()
+            key = None
+            target: list[Tile] = []
+            for row in rows:
+                if (row[0], row[1]) != key:
+                    key = (row[0], row[1])
+                    target = out[key]
+                target.append(row[2:])  # type: ignore[arg-type]
     return out

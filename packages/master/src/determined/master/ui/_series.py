@@ -78,9 +78,10 @@ def tile_points(tiles: Sequence[Sequence[Any]]) -> tuple[list[float], list[float
 
 
 def round_values(values: list[float], digits: int = 6) -> list[float]:
-    """Values rounded to ``digits`` significant digits (halves the JSON; invisible on a chart)."""
-    fmt = f"{{:.{digits}g}}"
-    return [float(fmt.format(v)) for v in values]
+    """Values rounded to ``digits`` significant digits (halves the JSON and makes it compress
+    four times better; invisible on a chart)."""
+    fmt = f"%.{digits}g"
+    return [float(fmt % v) for v in values]
 
 
 def compact_x(values: list[float]) -> list[float | int]:
@@ -88,14 +89,16 @@ def compact_x(values: list[float]) -> list[float | int]:
     return [int(v) if float(v).is_integer() else v for v in values]
 
 
-def rebucket(tiles: Sequence[Sequence[Any]], shift: int) -> list[list[Any]]:
+def rebucket(tiles: Sequence[Sequence[Any]], shift: int) -> list[Sequence[Any]]:
     """``[bucket, *tile]`` rows in bucket order merged ``2**shift`` buckets into one (the tiles
     alone, in bucket order)."""
-    out: list[list[Any]] = []
+    if shift <= 0:
+        return [row[1:] for row in tiles]
+    out: list[Any] = []
     current = None
     for row in tiles:
         bucket = row[0] >> shift
-        if bucket != current or not out:
+        if bucket != current:
             out.append(list(row[1:]))
             current = bucket
         else:
