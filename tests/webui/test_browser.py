@@ -265,3 +265,34 @@ def test_session_cookie_and_bearer_tokens_both_work(site: Site) -> None:
     assert bearer.status_code == 200, bearer.text
     cookie = requests.get(site.url + "/ui/api/trials/search", cookies={"auth": token}, timeout=30)
     assert cookie.status_code == 200, cookie.text
+
+
+def test_experiment_chart_is_drawn_from_metric_tiles(signed_in: Page, site: Site) -> None:
+    """The learning curves come from the tiles the metrics writer keeps: while the page loads,
+    the master reads ``metric_tiles`` and never scans the raw ``metrics`` table."""
+    from sqlalchemy import event
+
+    page = signed_in
+    exp = site.ids["alpha"]
+    trial_ids = [t["id"] for t in site.trials("alpha")]
+    url = f"{site.url}/experiments/{exp}?group=training&metric=loss"
+    page.goto(url)
+    wait_drawn(page, "curves", trial_ids, points=30)  # every report stored
+    seen: list[str] = []
+
+    def record(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(statement)
+
+    engine = site.master.db.engine
+    event.listen(engine, "before_cursor_execute", record)
+    try:
+        page.set_viewport_size({"width": 1000, "height": 900})  # another width: no cached answer
+        page.goto(url)
+        wait_drawn(page, "curves", trial_ids, points=30)
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+    assert any("FROM metric_tiles" in s for s in seen)
+    raw = [s for s in seen if re.search(r"\bFROM metrics\b", s) and "metrics.id IN" not in s]
+    assert raw == []
+    for series in page.evaluate(COLOR_PIXELS, "curves"):
+        assert series["pixels"] > 20, series

@@ -4,11 +4,11 @@ A learning-curve chart of 100 trials x 10,000 reports must not make the browser 
 points, nor make the master read a million JSON rows. The metrics writer keeps, per trial, group
 and metric, power-of-two buckets of x holding the count, first, last, lowest and highest point
 (``_core/_metric_tiles``) at two levels. A chart wants buckets about one pixel column wide
-(:func:`chart_level`); it reads the coarse level when that
-is fine enough (or when hundreds of trials share the chart), else the finest, and merges the tiles
-read into buckets of the width it wants: at most two points per bucket (the lowest and the
-highest in x order, or the bucket's points when it holds two or fewer), plus each curve's first and
-last point, so spikes survive and the payload is bounded by the chart's width. The raw ``metrics``
+(:func:`chart_level`): it reads the coarse level when that is fine enough (or when hundreds of
+trials share the chart), else the finest, and merges the tiles it read into buckets of the width
+it wants. It sends at most two points per bucket (the lowest and the highest in x order, or the
+bucket's points when it holds two or fewer), plus each curve's first and last point, so spikes
+survive and the payload is bounded by the chart's width. The raw ``metrics``
 table is never read here; exports and the REST streams still read it.
 """
 
