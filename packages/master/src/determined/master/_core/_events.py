@@ -312,6 +312,11 @@ class AllocationEvents:
                 message = f"Trial {run.id} (run {run.run_id}) failed to run: {error}"
             else:
                 message = f"Trial {run.id} (run {run.run_id}) exited with code {exit_code}"
+                if exit_code:  # upstream's wording too, which its tools and tests look for
+                    message += (
+                        "; resources failed with non-zero exit code: container failed with"
+                        f" non-zero exit code: {exit_code} (exit code {exit_code})"
+                    )
             failed = error is not None or exit_code != 0
             if alloc.preemption_timed_out:
                 # Killed by us after ignoring the preemption signal: a preemption, not a crash.
