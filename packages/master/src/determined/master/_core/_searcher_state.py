@@ -34,7 +34,7 @@ COMPACT_ENV = "DET_MASTER_SEARCHER_COMPACT_EVENTS"
 """Set to N: compact after exactly N calls (tests); ``0``: no event log, a snapshot every time."""
 PROGRESS_INTERVAL_S = 0.2
 """Long searches recompute the experiment's progress (a pass over the trials) at most this often."""
-PROGRESS_EVERY_CALL_TRIALS = 500
+PROGRESS_EVERY_CALL_TRIALS = 100
 """Up to this many trials, progress is recomputed after every batch of actions."""
 SNAPSHOT_VERSION = 6
 
