@@ -331,6 +331,7 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
     d.call("post_PauseExperiment", id=created_id)
     d.call("post_CancelExperiment", id=created_id)
     d.call("post_KillExperiment", id=created_id)
+    bulk_experiments(d, exps["completed"], project, config_yaml, files)
     d.call(
         "post_ContinueExperiment",
         body=b.v1ContinueExperimentRequest(id=exps["errored"], overrideConfig="max_restarts: 0\n"),
@@ -349,6 +350,7 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
         d.call("get_GetTrialCheckpoints", id=trial_id)
         d.call("get_GetTrialWorkloads", trialId=trial_id)
         d.call("get_TrialLogs", trialId=trial_id, follow=False)
+        d.call("get_TrialLogsFields", trialId=trial_id, follow=False)
     done = trials["completed"][0]
     d.call("get_GetMetrics", trialIds=[done], group="training")
     d.call("get_GetMetrics", trialIds=[done], group="validation")
@@ -476,6 +478,7 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
     )
     d.call("post_KillCommand", commandId=command_id)
     d.call("get_TaskLogs", taskId=command_id, follow=False)
+    d.call("get_TaskLogsFields", taskId=command_id, follow=False)
     d.call(
         "post_KillGenericTask",
         taskId=command_id,
@@ -647,6 +650,25 @@ def self_check() -> list[str]:
         except (KeyError, ValueError) as exc:
             problems.append(f"{type(exc).__name__}: {exc}")
     return problems
+
+
+def bulk_experiments(
+    d: Driver, completed: int, project: int, config_yaml: str, files: list[b.v1File]
+) -> None:
+    """The bulk actions of a project's experiments, on two new ones and on ``completed``."""
+    request = b.v1CreateExperimentRequest(
+        config=config_yaml, modelDefinition=files, activate=False, projectId=project
+    )
+    ids = [d.call("post_CreateExperiment", body=request).experiment.id for _ in range(2)]
+    for name, cls, targets, where in (
+        ("post_ActivateExperiments", b.v1ActivateExperimentsRequest, ids, project),
+        ("post_PauseExperiments", b.v1PauseExperimentsRequest, ids, project),
+        ("post_CancelExperiments", b.v1CancelExperimentsRequest, ids[:1], project),
+        ("post_KillExperiments", b.v1KillExperimentsRequest, ids[1:], project),
+        ("post_ArchiveExperiments", b.v1ArchiveExperimentsRequest, [completed], 1),
+        ("post_UnarchiveExperiments", b.v1UnarchiveExperimentsRequest, [completed], 1),
+    ):
+        d.call(name, projectId=where, body=cls(experimentIds=targets, projectId=where))
 
 
 def sweep(d: Driver, name: str, enums: dict[str, type[enum.Enum]], **fixed: Any) -> None:
