@@ -325,3 +325,28 @@ def test_routes_refuse_without_valid_token(fuzz_master: Any, token: str | None) 
         if not refused:
             wrong.append(f"{method} {path}: {status} without a valid token")
     assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "status", "words"),
+    [
+        ("GET", "/api/v1/projects/2495024308676162983297024", 400, ["project_id", "out of range"]),
+        ("GET", "/api/v1/trials/308121594942885986304/logs", 400, ["trial_id", "out of range"]),
+        ("GET", "/api/v1/experiments?limit=100000000000000000000000", 400, ["limit", "range"]),
+        ("DELETE", "/api/v1/models/%C2%B2", 404, ["not found"]),
+        ("PATCH", "/api/v1/models/99999999999999999999999", 404, ["not found"]),
+        ("POST", "/api/v1/models/%C2%B2/versions", 404, ["not found"]),
+    ],
+)
+def test_server_errors_found_by_fuzzing_stay_fixed(
+    fuzz_master: Any, method: str, path: str, status: int, words: list[str]
+) -> None:
+    """The 500s schemathesis found (ids past 64 bits reaching SQLite; a model named "²", which
+    ``str.isdigit`` calls a number and ``int`` refuses): now a 4xx naming the problem."""
+    headers = {"Authorization": f"Bearer {fuzz_master.login('admin')}"}
+    response = requests.request(
+        method, fuzz_master.url + path, headers=headers, json={}, timeout=30
+    )
+    assert response.status_code == status, response.text
+    message = response.json()["error"]["error"]
+    assert all(word in message for word in words), message

@@ -383,11 +383,18 @@ def int_param(value: Any, name: str, default: int | None = None) -> int | None:
     return number
 
 
+def _int_path_params(route: Any) -> list[str]:
+    """The names of a route's path parameters typed ``int``."""
+    dependant = getattr(route, "dependant", None)
+    params = dependant.path_params if dependant is not None else []
+    return [p.name for p in params if p.field_info.annotation is int]
+
+
 async def path_ints_in_range(request: Request) -> None:
     """An app-wide dependency: 400 for an integer path parameter beyond 64 bits (the database
     driver cannot even look it up). Async, so hot routes pay no thread hop for it."""
-    for name, value in request.path_params.items():
-        text = value.strip() if isinstance(value, str) else ""
+    for name in _int_path_params(request.scope.get("route")):
+        text = str(request.path_params.get(name, "")).strip()
         digits = text.lstrip("+-")
         if not (digits.isascii() and digits.isdigit() and len(digits) > 18):
             continue
