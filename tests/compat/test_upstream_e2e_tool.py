@@ -89,5 +89,7 @@ def test_running_experiment_and_legacy_tasks(sqlite_master: Any, tmp_path: pathl
     archived = api.post(f"{bulk}/archive", {"experimentIds": [exp_id, 999]})["results"]
     assert archived[0] == {"id": exp_id, "error": ""} and archived[1]["error"], archived
     assert api.experiment(exp_id)["archived"] is True
+    everything = api.get("/api/v1/experiments", limit=-1)  # upstream's "no limit"
+    assert [e["id"] for e in everything["experiments"]] == [exp_id], everything
     with pytest.raises(Exception, match="experimentIds"):
         api.post(f"{bulk}/pause", {"experimentIds": "all"})

@@ -177,8 +177,9 @@ def list_experiments(
     q = request.query_params
     offset = int_param(q.get("offset"), "offset", 0) or 0
     limit = int_param(q.get("limit"), "limit", 100) or 100
-    if limit < 0 or limit > 500:
-        raise APIError(400, "limit: must be between 0 and 500")
+    if limit < -1 or limit > 500:
+        raise APIError(400, "limit: must be between 0 and 500, or -1 for every experiment")
+    limit = 0 if limit == -1 else limit  # -1: all of them, as upstream
     stmt = select(Experiment).where(Experiment.state != "DELETED")
     stmt = stmt.where(experiments_visible(visible(request, principal, P.VIEW_EXPERIMENT_METADATA)))
     if q.get("archived") not in (None, ""):
