@@ -264,11 +264,24 @@ def _instant_rm_plugin() -> Any:
 
 
 def end_to_end(db_url: str | None, trials: int, slots: int) -> dict[str, float]:
+    from sqlalchemy import event
+    from sqlalchemy.engine import Engine
+
     from determined.client import Session
     from determined.core import plugins
     from determined.master import Master, MasterConfig
 
     plugins.register(_instant_rm_plugin(), name="bench_instant_rm")
+    statements = [0, 0]
+
+    def count_statement(*_: Any) -> None:
+        statements[0] += 1
+
+    def count_commit(*_: Any) -> None:
+        statements[1] += 1
+
+    event.listen(Engine, "before_cursor_execute", count_statement)
+    event.listen(Engine, "commit", count_commit)
     data_dir = tempfile.mkdtemp(prefix="det-bench-scale-")
     master = Master(
         MasterConfig(
@@ -284,6 +297,7 @@ def end_to_end(db_url: str | None, trials: int, slots: int) -> dict[str, float]:
             "POST", "/api/v1/auth/login", body={"username": "determined", "password": ""}
         )["token"]
         api = Session(master.url, token)
+        statements[:] = [0, 0]
         cpu0, wall0 = time.process_time(), time.perf_counter()
         exp = api.request(
             "POST",
@@ -309,8 +323,12 @@ def end_to_end(db_url: str | None, trials: int, slots: int) -> dict[str, float]:
             "cpu": cpu,
             "state": state,
             "compactions": states.compactions,
+            "statements": statements[0],
+            "commits": statements[1],
         }
     finally:
+        event.remove(Engine, "before_cursor_execute", count_statement)
+        event.remove(Engine, "commit", count_commit)
         master.stop()
         shutil.rmtree(data_dir, ignore_errors=True)
 
@@ -389,7 +407,9 @@ def main() -> int:
         print(
             f"{e2e['state']}: {e2e['wall']:.1f} s wall, {e2e['wall'] / e2e['trials'] * 1e3:.2f} "
             f"ms/trial wall, {e2e['cpu'] / e2e['trials'] * 1e3:.2f} ms/trial CPU (master + "
-            f"in-process trial threads), {e2e['compactions']} compactions"
+            f"in-process trial threads), {e2e['compactions']} compactions; "
+            f"{e2e['statements'] / e2e['trials']:.1f} SQL statements and "
+            f"{e2e['commits'] / e2e['trials']:.1f} commits per trial"
         )
         print("anchor (not measured here): Ray Tune ~9 ms overhead per trial end to end")
     return 0

@@ -193,8 +193,8 @@ class SearcherStates:
         self._update_progress(exp, searcher, log)
         events = searcher.take_events()
         if not log.replayable:
-            if events or session.get(ExperimentSnapshot, exp.id) is None:
-                self._write_snapshot(session, exp, searcher, log)
+            # Exactly as before the log: the method may change state in calls not recorded.
+            self._write_snapshot(session, exp, searcher, log)
             return
         if events:
             log.seq += 1
