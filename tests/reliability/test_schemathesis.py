@@ -291,10 +291,19 @@ def _all_routes(app: Any) -> Iterator[tuple[str, str]]:
                     yield method, route.path
 
 
-@pytest.mark.parametrize("token", [None, "not-a-token", ""])
+@pytest.mark.parametrize("token", [None, "not-a-token", "", "revoked"])
 def test_routes_refuse_without_valid_token(fuzz_master: Any, token: str | None) -> None:
-    """Without a valid token every API route answers 401 and every web UI page redirects to the
-    login form, except the routes of :data:`OPEN_ROUTES`, which answer without one."""
+    """Without a valid token (none, garbage, empty, or an admin's token after its logout) every
+    API route answers 401 and every web UI page redirects to the login form, except the routes
+    of :data:`OPEN_ROUTES`, which answer without one."""
+    if token == "revoked":
+        token = fuzz_master.login("admin")
+        logout = requests.post(
+            f"{fuzz_master.url}/api/v1/auth/logout",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
+        assert logout.status_code == 200, logout.text
     app = fuzz_master.master._server.config.app
     wrong: list[str] = []
     routes = sorted(set(_all_routes(app)))
