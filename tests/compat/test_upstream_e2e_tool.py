@@ -93,3 +93,22 @@ def test_running_experiment_and_legacy_tasks(sqlite_master: Any, tmp_path: pathl
     assert [e["id"] for e in everything["experiments"]] == [exp_id], everything
     with pytest.raises(Exception, match="experimentIds"):
         api.post(f"{bulk}/pause", {"experimentIds": "all"})
+
+
+def test_users_agent_user_group(sqlite_master: Any) -> None:
+    admin = sqlite_master.api("admin")
+    link = {"agentUid": 1000, "agentGid": 1001, "agentUser": "someone", "agentGroup": "some"}
+    body = {"user": {"username": "linked", "active": True, "agentUserGroup": link}, "password": ""}
+    created = admin.post("/api/v1/users", body)["user"]
+    assert created["agentUserGroup"] == link, created
+    plain = admin.post("/api/v1/users", {"user": {"username": "plain"}, "password": ""})["user"]
+    assert plain["agentUserGroup"] is None
+    with pytest.raises(Exception, match="agentUser"):
+        admin.post(
+            "/api/v1/users", {"user": {"username": "half", "agentUserGroup": {"agentUid": 1}}}
+        )
+    relinked = {**link, "agentUser": "other"}
+    admin.session.request(
+        "PATCH", f"/api/v1/users/{plain['id']}", body={"agentUserGroup": relinked}
+    )
+    assert admin.get(f"/api/v1/users/{plain['id']}")["user"]["agentUserGroup"] == relinked

@@ -31,7 +31,7 @@ def user(row: User) -> dict[str, Any]:
         "remote": row.remote,
         "modifiedAt": ts(row.modified_at),
         "lastAuthAt": ts(row.last_auth_at),
-        "agentUserGroup": None,
+        "agentUserGroup": dict(row.agent_user_group) if row.agent_user_group else None,
     }
 
 

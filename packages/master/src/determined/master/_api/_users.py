@@ -14,6 +14,7 @@ from determined.master._api._deps import (
     accounts_of,
     authenticate,
     bool_param,
+    int_param,
     json_any,
     json_body,
     master_of,
@@ -102,6 +103,7 @@ def create_user(
     if not isinstance(username, str) or not username.strip():
         raise APIError(400, "user.username: required")
     hashed = _hashed_password(body)
+    link = _agent_user_group(get(spec, "agent_user_group"), "user.agentUserGroup")
     user = accounts_of(request).create(
         username=username,
         display_name=get(spec, "display_name"),
@@ -110,7 +112,39 @@ def create_user(
         remote=bool(spec.get("remote", False)),
         hashed_password=hashed,
     )
+    if link is not None:
+        user = _link_agent_user(request, user.id, link)
     return {"user": _serialize.user(user)}
+
+
+def _agent_user_group(value: Any, field: str) -> dict[str, Any] | None:
+    """Upstream's ``v1AgentUserGroup``: the OS user and group a user's tasks run as, all four fields
+    together. det records it (tasks still run as the master's own OS user)."""
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise APIError(400, f"{field}: must be an object")
+    link = {k: get(value, k) for k in ("agent_uid", "agent_gid", "agent_user", "agent_group")}
+    missing = [k for k, v in link.items() if v in (None, "")]
+    if missing:
+        raise APIError(400, f"{field}: agentUid, agentGid, agentUser and agentGroup are all needed")
+    for key in ("agent_uid", "agent_gid"):
+        link[key] = int_param(link[key], f"{field}.{key}")
+    return {
+        "agentUid": link["agent_uid"],
+        "agentGid": link["agent_gid"],
+        "agentUser": str(link["agent_user"]),
+        "agentGroup": str(link["agent_group"]),
+    }
+
+
+def _link_agent_user(request: Request, user_id: int, link: dict[str, Any]) -> User:
+    with master_of(request).db.write() as session:
+        user = find_user(session, user_id)
+        user.agent_user_group = link
+        session.flush()
+        session.expunge(user)
+        return user
 
 
 @router.get("/api/v1/users/setting", tags=["Users"])
@@ -149,7 +183,7 @@ def patch_user(
 ) -> dict[str, Any]:
     """Change a user (admins; a user may change their own display name and password)."""
     self_edit = principal.user.id == user_id
-    privileged = {"admin", "active", "username", "remote"}
+    privileged = {"admin", "active", "username", "remote", "agentUserGroup", "agent_user_group"}
     if not principal.user.admin and (not self_edit or privileged & set(body)):
         raise APIError(403, "only an admin may change other users or these fields")
     name = body.get("username")
@@ -163,7 +197,10 @@ def patch_user(
         hashed_password=_hashed_password(body) if "password" in body else None,
         **flags,
     )
+    link = _agent_user_group(get(body, "agent_user_group"), "agentUserGroup")
     user = accounts_of(request).change(user_id, changes)
+    if link is not None:
+        user = _link_agent_user(request, user_id, link)
     return {"user": _serialize.user(user)}
 
 
