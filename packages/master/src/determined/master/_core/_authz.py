@@ -13,8 +13,8 @@ whenever a flush writes a user, group, membership, role assignment, project or w
 costs a dict lookup.
 
 With RBAC off (``security: {authz: {type: basic}}``) upstream's basic rules hold: everybody may view,
-create and edit everything; the cluster-level permissions (users, groups, roles, workspace creation…)
-stay admin-only.
+create and edit everything (workspaces too); the other cluster-level permissions (users, groups,
+roles…) stay admin-only.
 """
 
 from __future__ import annotations
@@ -114,6 +114,14 @@ class Permission(enum.IntEnum):
     def cluster_only(self) -> bool:
         """Whether it can only be granted cluster-wide (upstream's ``global_only``)."""
         return self.value >= 8000 and not 9000 <= self.value < 10000 and self not in _WORKSPACE_WIDE
+
+
+def _basic_allows(principal: Any, permission: Permission) -> bool:
+    """Upstream's basic authorization: everything but the cluster-level permissions, which stay with
+    admins — except creating a workspace, which upstream's basic rules allow everybody."""
+    if permission is Permission.CREATE_WORKSPACE:
+        return True
+    return not permission.cluster_only or bool(_user_of(principal).admin)
 
 
 _WORKSPACE_WIDE = frozenset(
@@ -329,7 +337,7 @@ class Authz:
     def can(self, principal: Any, permission: Permission, workspace_id: int | None = None) -> bool:
         """Whether the caller holds ``permission`` on ``workspace_id`` (None: cluster-wide)."""
         if not self.enabled:
-            return not permission.cluster_only or bool(_user_of(principal).admin)
+            return _basic_allows(principal, permission)
         return self.grants(principal).allows(permission, workspace_id)
 
     def check(
@@ -348,7 +356,7 @@ class Authz:
         """Whether the caller holds ``permission`` cluster-wide or on at least one workspace
         (e.g. own access tokens, which upstream grants with workspace roles too)."""
         if not self.enabled:
-            return not permission.cluster_only or bool(_user_of(principal).admin)
+            return _basic_allows(principal, permission)
         grants = self.grants(principal)
         return permission in grants.cluster or any(
             permission in perms for perms in grants.workspaces.values()
