@@ -80,13 +80,17 @@ for f in "${FILES[@]}"; do
 done
 
 # The upstream client venv: determined==0.38.1 and what e2e_tests imports (kubernetes so that
-# tests/cluster collects, docker/boto3 for the conftest's imports). Torch is not needed on the client.
+# tests/cluster collects, docker/boto3 for the conftest's imports), plus the CPU build of torch and
+# tensorboard that tests/experiment/test_unmanaged.py's scripts (run on the client) import. Only the
+# CPU torch wheel is accepted (`+cpu`): without it those tests fail, nothing else does.
 if [ ! -f "$UPSTREAM_VENV/.complete" ]; then
     echo "building the upstream client venv $UPSTREAM_VENV (once)"
     "$PYTHON" -m venv --clear "$UPSTREAM_VENV"
     "$UPSTREAM_VENV/bin/pip" install -q --disable-pip-version-check \
         determined==0.38.1 pytest==9.2.0 pytest-timeout==2.4.0 pandas pyyaml docker python-dateutil \
         kubernetes appdirs "numpy>=2" "matplotlib>=3.8" "requests!=2.32.0"
+    "$UPSTREAM_VENV/bin/pip" install -q --disable-pip-version-check "torch==2.13.0+cpu" \
+        tensorboard==2.21.0 || echo "no CPU torch wheel here: tests/experiment/test_unmanaged.py will fail"
     touch "$UPSTREAM_VENV/.complete"
 fi
 
