@@ -17,7 +17,7 @@ import yaml
 
 from determined.client import Client, MasterClient
 from determined.client._client import metrics_body
-from determined.master._core._metric_tiles import LEVELS, MAX_BUCKETS
+from determined.master._core._metric_tiles import LEVELS, MAX_BUCKETS, level_min
 from determined.master.db import Database
 
 CONFIG = {"name": "tiles", "searcher": {"name": "single", "metric": "loss"}}
@@ -151,7 +151,7 @@ def test_tiles_agree_with_raw_rows_after_batches_and_promotions(
     trial_id = _unmanaged_trial(client)
     _report(client, trial_id, 1, list(range(1, 400)))
     assert tile_mismatches(master.db, trial_id) == []
-    _report(client, trial_id, 1, list(range(400, 3000, 3)))  # past 1024 buckets: level 1, 2
+    _report(client, trial_id, 1, list(range(400, 3000, 3)))  # past MAX_BUCKETS: promotions
     _report(client, trial_id, 1, [3000, 2999, 3000, 3000])  # out of order and repeated steps
     _report(client, trial_id, 1, list(range(3001, 70000, 211)))  # several promotions at once
     _report(client, trial_id, 1, [10, 20, 30], group="validation")
@@ -161,7 +161,7 @@ def test_tiles_agree_with_raw_rows_after_batches_and_promotions(
             f"SELECT level_min FROM metric_tile_series WHERE trial_id = {trial_id} "
             "AND metric_group = 'training'"
         ).scalar()
-    assert low == 7  # 69,872 >> 7 = 545 < 1,024
+    assert low == level_min(69872) and 69872 >> low < MAX_BUCKETS <= 69872 >> (low - 1)
 
 
 def test_tiles_agree_after_rollbacks(master: Any, client: Client) -> None:

@@ -5,7 +5,7 @@ x (``total_batches``) ``2**level`` wide, anchored at 0, each holding the count a
 lowest and highest point. A trial keeps two levels (:data:`LEVELS`): the finest with at most
 :data:`MAX_BUCKETS` buckets over ``[0, x_max]``, and one :data:`COARSE` levels up (at most 32
 buckets, for charts of hundreds of trials); when the trial's x range doubles past ``MAX_BUCKETS``,
-both move one level up, built from the old finest level (never from raw rows). A chart of any width
+both move one level up, each merged in pairs inside the database (never from raw rows). A chart of any width
 reads one level, at most ``MAX_BUCKETS`` rows per trial whatever the number of reports, and merges
 buckets further in Python when it wants them wider. Two levels rather than a full pyramid keep the
 writes close to one tile row per touched finest bucket.
@@ -26,6 +26,7 @@ Raw rows stay where they were: exports (``det t metrics --csv``, the SDK's strea
 
 from __future__ import annotations
 
+import bisect
 import collections
 import math
 from collections.abc import Iterable, Iterator, Sequence
@@ -38,10 +39,11 @@ from sqlalchemy.orm import Session
 from determined.master._core._metrics import MetricReport
 from determined.master.db import Run
 
-MAX_BUCKETS = 1024
-"""Buckets over ``[0, x_max]`` at a trial's finest level (the widest chart reads at most these)."""
-COARSE = 5
-"""How many levels above the finest the coarse level sits (32 times wider buckets)."""
+MAX_BUCKETS = 512
+"""Buckets over ``[0, x_max]`` at a trial's finest level (a chart reads at most these per trial:
+256 to 512 buckets, two points each, over a chart about a thousand pixels wide)."""
+COARSE = 4
+"""How many levels above the finest the coarse level sits (16 times wider buckets)."""
 LEVELS = (0, COARSE)
 """The levels a trial keeps, relative to its finest."""
 
@@ -126,32 +128,48 @@ def merge(into: Tile, later: Tile) -> None:
 
 
 def series_of(
-    points: Iterable[tuple[int, dict[str, Any]]],
+    points: Sequence[tuple[int, dict[str, Any]]],
 ) -> dict[str, tuple[list[int], list[float]]]:
-    """``{metric: (xs, ys)}`` of the numeric values of ``(x, avg metrics)`` reports, in order."""
+    """``{metric: (xs, ys)}`` of the numeric values of ``(x, avg metrics)`` reports, in order.
+
+    Column by column: a metric whose values are all finite numbers (the usual case) is taken with
+    list comprehensions and builtins; others are filtered value by value."""
+    xs_all = [x for x, _ in points]
+    avgs = [values for _, values in points]
+    names: dict[str, None] = {}
+    for values in avgs:
+        names.update(dict.fromkeys(values))
     out: dict[str, tuple[list[int], list[float]]] = {}
-    for x, values in points:
-        for name, raw in values.items():
-            if type(raw) is float:
-                if raw - raw != 0.0:
-                    continue
-                y = raw
-            else:
-                number = numeric(raw)
-                if number is None:
-                    continue
-                y = number
-            pair = out.get(name)
-            if pair is None:
-                out[name] = pair = ([], [])
-            pair[0].append(x)
-            pair[1].append(y)
+    for name in names:
+        column = [values.get(name) for values in avgs]
+        kinds = set(map(type, column))
+        if kinds <= _NUMBER_TYPES:
+            ys = column if kinds == _FLOAT else [float(y) for y in column]  # type: ignore[arg-type]
+            total = sum(ys)  # finite only if every value is (NaN and infinities propagate)
+            if total - total == 0.0 or all(y - y == 0.0 for y in ys):
+                out[name] = (xs_all, ys)  # type: ignore[assignment]
+                continue
+        xs: list[int] = []
+        kept: list[float] = []
+        for x, raw in zip(xs_all, column, strict=True):
+            y = numeric(raw)
+            if y is not None:
+                xs.append(x)
+                kept.append(y)
+        if xs:
+            out[name] = (xs, kept)
     return out
+
+
+_NUMBER_TYPES = frozenset({float, int})
+_FLOAT = frozenset({float})
 
 
 def tiles_at(xs: list[int], ys: list[float], level: int) -> dict[int, Tile]:
     """``{bucket: tile}`` of one metric's points (in write order) at ``level``. One tight loop:
     consecutive points of the same bucket (the usual case) cost no dict lookup."""
+    if level and xs == sorted(xs):
+        return _sorted_tiles_at(xs, ys, level)
     out: dict[int, Tile] = {}
     current = None
     tile: Tile = []
@@ -180,13 +198,40 @@ def tiles_at(xs: list[int], ys: list[float], level: int) -> dict[int, Tile]:
     return out
 
 
+def _sorted_tiles_at(xs: list[int], ys: list[float], level: int) -> dict[int, Tile]:
+    """:func:`tiles_at` of points in x order (the usual case): each bucket is a slice whose
+    first, last, lowest and highest point builtins find (the earliest of equal values, as in the
+    general loop), so the Python work is per bucket, not per point."""
+    out: dict[int, Tile] = {}
+    i, n = 0, len(xs)
+    while i < n:
+        bucket = xs[i] >> level
+        j = bisect.bisect_left(xs, (bucket + 1) << level, i)
+        seg = ys[i:j]
+        low, high = min(seg), max(seg)
+        at_low, at_high = i + seg.index(low), i + seg.index(high)
+        out[bucket] = [
+            j - i,
+            xs[i],
+            ys[i],
+            xs[j - 1],
+            ys[j - 1],
+            xs[at_low],
+            low,
+            xs[at_high],
+            high,
+        ]
+        i = j
+    return out
+
+
 def aggregate(
     points: Iterable[tuple[int, dict[str, Any]]], level: int
 ) -> dict[tuple[str, int], Tile]:
     """Tiles ``{(metric, bucket): tile}`` at ``level`` of ``(x, avg metrics)`` in write order."""
     return {
         (name, bucket): tile
-        for name, (xs, ys) in series_of(points).items()
+        for name, (xs, ys) in series_of(list(points)).items()
         for bucket, tile in tiles_at(xs, ys, level).items()
     }
 
