@@ -24,7 +24,7 @@ Two measurements, each on SQLite and on PostgreSQL (a real server, started as th
    measured here): Ray Tune's published ~9 ms per trial end to end.
 
     .venv/bin/python benchmarks/bench_search_scale.py [--trials 10000] [--baseline-trials 1000]
-        [--e2e-trials 10000] [--no-postgres]
+        [--e2e-trials 10000] [--slots 16] [--no-postgres | --postgres-only] [--skip-e2e]
 """
 
 from __future__ import annotations
@@ -364,10 +364,13 @@ def main() -> int:
     parser.add_argument("--e2e-trials", type=int, default=10_000)
     parser.add_argument("--slots", type=int, default=16)
     parser.add_argument("--no-postgres", action="store_true")
+    parser.add_argument("--postgres-only", action="store_true")
     parser.add_argument("--skip-e2e", action="store_true")
     args = parser.parse_args()
 
     for name, make_url, drop in databases(args.no_postgres):
+        if args.postgres_only and name != "PostgreSQL":
+            continue
         url = make_url()
         try:
             new = persistence(url, args.trials, None)
