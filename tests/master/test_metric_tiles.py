@@ -103,7 +103,7 @@ def tile_mismatches(db: Database, trial_id: int) -> list[str]:
             continue
         low = states[group][3]
         xs = steps[group]
-        if max(xs) >> low >= MAX_BUCKETS or (low and max(xs) >> (low - 1) < MAX_BUCKETS // 4):
+        if low != level_min(max(xs)):
             problems.append(f"{group}: finest level {low} does not fit x_max {max(xs)}")
         for level in [low + offset for offset in LEVELS]:
             want = _expected(points, level)

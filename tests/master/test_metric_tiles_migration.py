@@ -122,7 +122,7 @@ def test_a_0006_database_gets_its_tiles_backfilled(db_url: str, make_master: Any
     assert [tuple(r) for r in series] == [
         (1, "training", 2, 1, 4197, level_min(4197)),
         (1, "validation", 2, 1000, 4100, level_min(4100)),
-        (2, "training", 1, 5, 15, 0),
+        (2, "training", 1, 5, 15, level_min(15)),
     ]
     assert tile_mismatches(db, 1) == [] and tile_mismatches(db, 2) == []
     db.close()

@@ -46,6 +46,9 @@ COARSE = 4
 """How many levels above the finest the coarse level sits (16 times wider buckets)."""
 LEVELS = (0, COARSE)
 """The levels a trial keeps, relative to its finest."""
+MIN_LEVEL = 1
+"""Buckets are at least 2 wide: a bucket of one or two reports keeps both (first and last), so a
+trial reporting every batch loses nothing, and a young trial writes half as many tiles."""
 
 Tile = list[Any]
 """``[n, first_x, first_y, last_x, last_y, min_x, min_y, max_x, max_y]`` (mutable while merged)."""
@@ -92,8 +95,9 @@ def numeric(value: Any) -> float | None:
 
 
 def level_min(x_max: int) -> int:
-    """The finest level kept for a trial whose highest x is ``x_max``."""
-    level = 0
+    """The finest level kept for a trial whose highest x is ``x_max``: never below
+    :data:`MIN_LEVEL`."""
+    level = MIN_LEVEL
     x_max = max(0, int(x_max))
     while (x_max >> level) >= MAX_BUCKETS:
         level += 1
