@@ -38,9 +38,9 @@ class TrialExits:
             lifecycle.set_trial_state(session, run, terminal)
             self._notify_exit(session, exp, run, terminal)
         elif failed:
-            run.restarts += 1
             max_restarts = int(exp.config.get("max_restarts", 5))
-            if run.restarts > max_restarts:
+            # ``restarts`` counts the restarts made, as upstream (2 after 3 failed runs with max 2)
+            if run.restarts + 1 > max_restarts:
                 master_log(
                     session,
                     run.task_id,
@@ -50,6 +50,7 @@ class TrialExits:
                 lifecycle.set_trial_state(session, run, "ERROR")
                 self._notify_exit(session, exp, run, "ERROR")
             elif exp.state == "ACTIVE" and run.state == "ACTIVE":
+                run.restarts += 1
                 master_log(
                     session,
                     run.task_id,
