@@ -214,8 +214,20 @@ def document(fuzz_master: Any) -> dict[str, Any]:
     return dict(requests.get(f"{fuzz_master.url}/api/v1/openapi.json", timeout=30).json())
 
 
+def _error_message(response: requests.Response) -> str:
+    """The message of an error answer (upstream's ``{"error": {"error": MESSAGE}}``), or ""."""
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("error") if isinstance(error, dict) else None
+    return message.strip() if isinstance(message, str) else ""
+
+
 class _Fuzzer:
-    """Calls operations with generated inputs as one user and keeps the server errors it saw."""
+    """Calls operations with generated inputs as one user and keeps the server errors it saw,
+    and any 4xx without an error message."""
 
     def __init__(self, url: str, token: str) -> None:
         self.url = url
@@ -228,10 +240,11 @@ class _Fuzzer:
         """One generated request; a >= 500 answer is recorded (first one per operation)."""
         self.calls += 1
         response = case.call(base_url=self.url, headers=self.headers, session=self.http, timeout=30)
-        if response.status_code >= 500:
+        status = response.status_code
+        if status >= 500 or (status >= 400 and not _error_message(response)):
             self.failures.setdefault(
-                (*key, response.status_code),
-                f"{key[0]} {key[1]} -> {response.status_code}: {response.text[:300]}"
+                (*key, status),
+                f"{key[0]} {key[1]} -> {status}: {response.text[:300]}"
                 f" (path {case.path_parameters}, query {case.query}, body {case.body!r:.200})",
             )
 
@@ -256,7 +269,8 @@ class _Fuzzer:
 
 @pytest.mark.parametrize("username", ["admin", "determined"])
 def test_no_server_errors(fuzz_master: Any, document: dict[str, Any], username: str) -> None:
-    """Admin and non-admin: no generated request to any route gets a 5xx answer."""
+    """Admin and non-admin: no generated request to any route gets a 5xx answer, and every 4xx
+    carries an error message."""
     app = fuzz_master.master._server.config.app
     schema = schemathesis.openapi.from_dict(_widened_document(app, document))
     fuzzer = _Fuzzer(fuzz_master.url, fuzz_master.login(username))
@@ -328,7 +342,7 @@ def test_routes_refuse_without_valid_token(fuzz_master: Any, token: str | None) 
         if path == "/proxy/{task_id}":  # only adds the trailing slash; the target asks for a token
             refused = status == 401 or location.endswith(_concrete(path) + "/")
         elif path.startswith(API_PREFIXES):
-            refused = status == 401
+            refused = status == 401 and bool(_error_message(response))
         else:  # a web UI page
             refused = status == 401 or (300 <= status < 400 and "/login" in location)
         if not refused:
