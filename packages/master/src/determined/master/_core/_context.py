@@ -46,9 +46,7 @@ def _safe_relpath(path: str, where: str) -> str:
     return norm
 
 
-def pack_files(
-    files: Iterable[dict[str, Any]], max_bytes: int = MAX_CONTEXT_BYTES
-) -> bytes | None:
+def pack_files(files: Iterable[dict[str, Any]], max_bytes: int = MAX_CONTEXT_BYTES) -> bytes | None:
     """Turn upstream ``File`` objects into a tar.gz; None when there are none.
 
     ``max_bytes`` bounds the files' total size (the master config's
