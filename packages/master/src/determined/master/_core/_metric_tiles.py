@@ -172,7 +172,8 @@ _FLOAT = frozenset({float})
 def tiles_at(xs: list[int], ys: list[float], level: int) -> dict[int, Tile]:
     """``{bucket: tile}`` of one metric's points (in write order) at ``level``. One tight loop:
     consecutive points of the same bucket (the usual case) cost no dict lookup."""
-    if level and xs == sorted(xs):
+    buckets = ((xs[-1] - xs[0]) >> level) + 1 if xs else 1
+    if len(xs) >= 4 * buckets and xs == sorted(xs):  # several points per bucket, in order
         return _sorted_tiles_at(xs, ys, level)
     out: dict[int, Tile] = {}
     current = None
