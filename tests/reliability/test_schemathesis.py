@@ -55,14 +55,15 @@ OPEN_ROUTES = {
 
 SKIPPED_OPERATIONS = {
     ("POST", "/api/v1/auth/logout"): "ends the session the fuzzer authenticates with",
-    ("POST", "/api/v1/users/{user_id}/password"): (
-        "may change the admin's password; covered by tests/tokens and tests/rbac"
-    ),
-    ("PATCH", "/api/v1/users/{user_id}"): (
-        "may deactivate or demote the fuzzing user, turning later requests into 401/403 only"
-    ),
 }
 """Operations the fuzzer does not call, with the reason (the master has no shutdown route)."""
+
+VICTIM_OPERATIONS = {
+    ("POST", "/api/v1/users/{user_id}/password"),
+    ("PATCH", "/api/v1/users/{user_id}"),
+}
+"""Operations fuzzed on a user of their own only: on the fuzzing users they could change a
+password or deactivate an account, and every later request would end in 401."""
 
 
 BOUNDED_QUERY = {
@@ -178,9 +179,10 @@ def _operations(document: dict[str, Any]) -> Iterator[tuple[str, str]]:
 SEED_MODEL = "seed-model"
 
 
-def _seed(master: Any, storage: str) -> None:
+def _seed(master: Any, storage: str) -> int:
     """Rows for fuzzed ids to find (ids 1-4 are drawn often): per user an unmanaged experiment
-    with a trial that reported metrics, and a model with a version."""
+    with a trial that reported metrics, a model, and the user of :data:`VICTIM_OPERATIONS` (its
+    id is returned)."""
     config = {
         "name": "fuzz-seed",
         "searcher": {"name": "single", "metric": "loss"},
@@ -198,6 +200,8 @@ def _seed(master: Any, storage: str) -> None:
             )
     client = Client(master.session("admin"))
     client.models.create({"name": SEED_MODEL})
+    victim = client.users.create({"username": "fuzz-victim", "active": True}, None)
+    return int(victim["user"]["id"])
 
 
 @pytest.fixture(scope="module")
@@ -205,7 +209,7 @@ def fuzz_master(make_module_master: Any, tmp_path_factory: pytest.TempPathFactor
     """A master without slots (whatever a fuzzed request launches stays queued, nothing runs),
     with a few rows to find."""
     master = make_module_master(slots=0)
-    _seed(master, str(tmp_path_factory.mktemp("fuzz-checkpoints")))
+    master.fuzz_victim = _seed(master, str(tmp_path_factory.mktemp("fuzz-checkpoints")))
     return master
 
 
@@ -248,8 +252,9 @@ class _Fuzzer:
                 f" (path {case.path_parameters}, query {case.query}, body {case.body!r:.200})",
             )
 
-    def fuzz(self, operation: Any) -> None:
-        """:data:`EXAMPLES_PER_OPERATION` derandomized examples of one operation, no shrinking."""
+    def fuzz(self, operation: Any, path_parameters: dict[str, Any] | None = None) -> None:
+        """:data:`EXAMPLES_PER_OPERATION` derandomized examples of one operation, no shrinking
+        (``path_parameters``: fixed values)."""
         key = (operation.method.upper(), operation.path)
 
         @settings(
@@ -260,7 +265,7 @@ class _Fuzzer:
             phases=[Phase.explicit, Phase.generate],
             suppress_health_check=list(HealthCheck),
         )
-        @given(case=operation.as_strategy())
+        @given(case=operation.as_strategy(path_parameters=path_parameters))
         def run(case: Any) -> None:
             self.call(key, case)
 
@@ -276,7 +281,10 @@ def test_no_server_errors(fuzz_master: Any, document: dict[str, Any], username: 
     fuzzer = _Fuzzer(fuzz_master.url, fuzz_master.login(username))
     for result in schema.get_all_operations():
         operation = result.ok()
-        if (operation.method.upper(), operation.path) not in SKIPPED_OPERATIONS:
+        key = (operation.method.upper(), operation.path)
+        if key in VICTIM_OPERATIONS:
+            fuzzer.fuzz(operation, {"user_id": fuzz_master.fuzz_victim})
+        elif key not in SKIPPED_OPERATIONS:
             fuzzer.fuzz(operation)
     failures = sorted(fuzzer.failures.values())
     assert not failures, f"{len(failures)} server errors in {fuzzer.calls} calls:\n" + "\n".join(
