@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from determined.master import _auth
 from determined.master._config import LOOPBACK_HOSTS, MasterConfig
-from determined.master._core import _tls_env
+from determined.master._core import _context, _tls_env
 from determined.master._core._manager import Manager
 from determined.master._core._tokens import TokenSettings
 from determined.master.db import ClusterMeta, Database, User
@@ -157,6 +157,7 @@ class Master:
         self._manager.authz.configure(*self.config.authz_settings())
         self._manager.tokens.settings = TokenSettings.from_security(self.config.security)
         self._manager.tasks.limits = self.config.limits_config()
+        _context.allow_contexts_up_to(self._manager.tasks.limits.max_context_bytes)
         sock = socket.socket(socket.AF_INET6 if ":" in self.config.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Accepted connections inherit this: without it, a keep-alive response written in two

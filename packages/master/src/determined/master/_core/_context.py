@@ -140,17 +140,30 @@ def unpack_files(data: bytes | None) -> list[dict[str, Any]]:
     return out
 
 
-def extract(
-    data: bytes | None, dest: str | os.PathLike[str], max_bytes: int = MAX_CONTEXT_BYTES
-) -> None:
+_extract_bound = MAX_CONTEXT_BYTES
+
+
+def allow_contexts_up_to(max_bytes: int) -> None:
+    """Raise the bound :func:`extract` applies by default to ``max_bytes`` (a master whose
+    ``limits.max_context_bytes`` is above 95 MiB, or 0: unbounded, calls it at start). The bound
+    only ever grows, so a context accepted under the configured limit always unpacks."""
+    global _extract_bound
+    if _extract_bound > 0 and (max_bytes <= 0 or max_bytes > _extract_bound):
+        _extract_bound = max_bytes if max_bytes > 0 else 0
+
+
+def extract(data: bytes | None, dest: str | os.PathLike[str], max_bytes: int | None = None) -> None:
     """Extract a stored tar.gz into ``dest``, refusing anything but plain files and directories
     that stay inside ``dest``.
 
     Members are read one at a time and copied in chunks, counting bytes as they are written: an
-    archive that expands past ``max_bytes`` in total (a tar bomb; 0 or less: no bound) stops
-    with :class:`ContextError` before its first byte over the bound reaches the disk. Files are
-    opened without following links, so nothing is ever written outside ``dest``.
+    archive that expands past ``max_bytes`` in total (a tar bomb; 0 or less: no bound; None: the
+    bound of :func:`allow_contexts_up_to`, 95 MiB by default) stops with :class:`ContextError`
+    before its first byte over the bound reaches the disk. Files are opened without following
+    links, so nothing is ever written outside ``dest``.
     """
+    if max_bytes is None:
+        max_bytes = _extract_bound
     root = pathlib.Path(dest).resolve()
     root.mkdir(parents=True, exist_ok=True)
     if not data:
