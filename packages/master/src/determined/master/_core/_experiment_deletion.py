@@ -18,6 +18,8 @@ from determined.master.db import (
     Experiment,
     ExperimentSnapshot,
     Metric,
+    MetricTile,
+    MetricTileSeries,
     Run,
     Task,
     TaskLog,
@@ -64,6 +66,8 @@ def delete_experiment(db: Database, experiment_id: int, requester: User) -> None
         session.execute(delete(Task).where(Task.task_id.in_(task_ids)))
         session.execute(delete(Checkpoint).where(Checkpoint.experiment_id == experiment_id))
         session.execute(delete(Metric).where(Metric.trial_id.in_(run_ids)))
+        session.execute(delete(MetricTile).where(MetricTile.trial_id.in_(run_ids)))
+        session.execute(delete(MetricTileSeries).where(MetricTileSeries.trial_id.in_(run_ids)))
         session.execute(delete(Run).where(Run.experiment_id == experiment_id))
         session.execute(
             delete(ExperimentSnapshot).where(ExperimentSnapshot.experiment_id == experiment_id)
