@@ -145,13 +145,13 @@ def series_of(
         names.update(dict.fromkeys(values))
     out: dict[str, tuple[list[int], list[float]]] = {}
     for name in names:
-        column = [values.get(name) for values in avgs]
+        column: list[Any] = [values.get(name) for values in avgs]
         kinds = set(map(type, column))
         if kinds <= _NUMBER_TYPES:
-            ys = column if kinds == _FLOAT else [float(y) for y in column]  # type: ignore[arg-type]
+            ys: list[float] = column if kinds == _FLOAT else [float(y) for y in column]
             total = sum(ys)  # finite only if every value is (NaN and infinities propagate)
             if total - total == 0.0 or all(y - y == 0.0 for y in ys):
-                out[name] = (xs_all, ys)  # type: ignore[assignment]
+                out[name] = (xs_all, ys)
                 continue
         xs: list[int] = []
         kept: list[float] = []
@@ -526,5 +526,5 @@ def read_tiles(
                 if (row[0], row[1]) != key:
                     key = (row[0], row[1])
                     target = out[key]
-                target.append(row[2:])  # type: ignore[arg-type]
+                target.append(row[2:])
     return out
