@@ -51,6 +51,8 @@ def _raw(
         steps.setdefault(group, []).append(int(x))
         stored = orjson.loads(stored) if isinstance(stored, (str, bytes)) else stored
         for name, value in (stored.get("avg_metrics") or {}).items():
+            if len(name) > 255:
+                continue  # too long a name for a tile: stored raw only
             try:
                 y = float(value)
             except (TypeError, ValueError):
@@ -138,7 +140,7 @@ def _report(
             loss = 50.0 + run
         if step % 89 == 0:
             loss = "NaN"
-        metrics: dict[str, Any] = {"loss": loss, "note": "text"}
+        metrics: dict[str, Any] = {"loss": loss, "note": "text", "n" * 300: 1.0}
         if step % 3 == 0:
             metrics["accuracy"] = (step % 101) / 100
         reports.append(metrics_body(trial_id, run, group, metrics, steps_completed=step))

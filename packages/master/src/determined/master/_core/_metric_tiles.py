@@ -46,6 +46,8 @@ COARSE = 4
 """How many levels above the finest the coarse level sits (16 times wider buckets)."""
 LEVELS = (0, COARSE)
 """The levels a trial keeps, relative to its finest."""
+MAX_NAME = 255
+"""Longest metric name with tiles (the column's width)."""
 MIN_LEVEL = 1
 """Buckets are at least 2 wide: a bucket of one or two reports keeps both (first and last), so a
 trial reporting every batch loses nothing, and a young trial writes half as many tiles."""
@@ -145,6 +147,8 @@ def series_of(
         names.update(dict.fromkeys(values))
     out: dict[str, tuple[list[int], list[float]]] = {}
     for name in names:
+        if not isinstance(name, str) or len(name) > MAX_NAME:
+            continue  # stored raw, not charted (the tile key holds at most MAX_NAME characters)
         column: list[Any] = [values.get(name) for values in avgs]
         kinds = set(map(type, column))
         if kinds <= _NUMBER_TYPES:
