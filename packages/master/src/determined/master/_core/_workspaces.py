@@ -241,6 +241,8 @@ class Workspaces:
             with self._db.write() as session:
                 row = find_workspace(session, workspace_id)
                 _mutable(row, "edited")
+                if row.archived:  # as upstream: unarchive it first
+                    raise APIError(400, f"workspace {row.id} is archived: unarchive it to edit it")
                 if fields.name is not UNSET and fields.name != row.name:
                     row.name = check_name(fields.name, "workspace.name")
                     _name_free(session, row.name, "workspace.name", exclude_id=row.id)
