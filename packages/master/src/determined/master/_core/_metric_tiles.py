@@ -264,6 +264,8 @@ def _series_rows(
 
 
 def _upsert_tiles(connection: Connection, rows: list[tuple[Any, ...]]) -> None:
+    """Merge ``rows`` into ``metric_tiles``: one executemany (SQLite's is a C loop; psycopg
+    pipelines it; multi-row ``VALUES`` statements measured slower on PostgreSQL)."""
     if not rows:
         return
     marks = ", ".join([_ph(connection)] * 14)
@@ -336,47 +338,39 @@ def _raw_points(
     return out
 
 
-_PAIR = "a.trial_id = ? AND a.metric_group = ? AND a.level = ?"
-_SAME = (
-    "b.trial_id = a.trial_id AND b.metric_group = a.metric_group AND b.metric = a.metric "
-    "AND b.level = a.level"
-)
-_UP_PAIRS = (
-    f"INSERT INTO metric_tiles ({_TILE_COLUMNS}) "
-    "SELECT a.trial_id, a.metric_group, a.metric, a.level + 1, a.bucket >> 1, "
-    "a.n + COALESCE(b.n, 0), a.first_x, a.first_y, "
-    "COALESCE(b.last_x, a.last_x), COALESCE(b.last_y, a.last_y), "
-    "CASE WHEN b.min_y < a.min_y THEN b.min_x ELSE a.min_x END, "
-    "CASE WHEN b.min_y < a.min_y THEN b.min_y ELSE a.min_y END, "
-    "CASE WHEN b.max_y > a.max_y THEN b.max_x ELSE a.max_x END, "
-    "CASE WHEN b.max_y > a.max_y THEN b.max_y ELSE a.max_y END "
-    f"FROM metric_tiles a LEFT JOIN metric_tiles b ON {_SAME} AND b.bucket = a.bucket + 1 "
-    f"WHERE {_PAIR} AND (a.bucket & 1) = 0"
-)
-"""Level L+1 tiles of the even buckets of level L, merged with their odd neighbours."""
-_UP_ODD = (
-    f"INSERT INTO metric_tiles ({_TILE_COLUMNS}) "
-    "SELECT a.trial_id, a.metric_group, a.metric, a.level + 1, a.bucket >> 1, a.n, a.first_x, "
-    "a.first_y, a.last_x, a.last_y, a.min_x, a.min_y, a.max_x, a.max_y FROM metric_tiles a "
-    f"WHERE {_PAIR} AND (a.bucket & 1) = 1 AND NOT EXISTS "
-    f"(SELECT 1 FROM metric_tiles b WHERE {_SAME} AND b.bucket = a.bucket - 1)"
-)
-"""Level L+1 tiles of the odd buckets of level L without an even neighbour."""
-
-
 def _promote(connection: Connection, trial_id: int, group: str, old: int, new: int) -> None:
-    """Move a trial group's levels from finest ``old`` to finest ``new`` (``new > old``) one level
-    at a time, each level's tiles merged in pairs inside the database (no row comes to Python):
-    once per doubling of the trial's x range."""
-    key = (trial_id, group)
-    delete = _sql(
-        connection, "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ? AND level = ?"
+    """Move a trial group's levels from finest ``old`` to finest ``new`` (``new > old``): each
+    kept level's tiles merged ``2**(new - old)`` buckets into one (at most ``MAX_BUCKETS`` rows
+    per metric, read as plain tuples; once per doubling of the trial's x range)."""
+    result = connection.exec_driver_sql(
+        _sql(
+            connection,
+            "SELECT metric, level, bucket, n, first_x, first_y, last_x, last_y, min_x, min_y, "
+            "max_x, max_y FROM metric_tiles WHERE trial_id = ? AND metric_group = ?",
+        ),
+        (trial_id, group),
     )
-    for low in range(old, new):
-        for level in (low + COARSE, low):  # the coarse one first: its next level is free
-            connection.exec_driver_sql(_sql(connection, _UP_PAIRS), (*key, level))
-            connection.exec_driver_sql(_sql(connection, _UP_ODD), (*key, level))
-            connection.exec_driver_sql(delete, (*key, level))
+    try:
+        rows = result.cursor.fetchall()
+    finally:
+        result.close()
+    shift = new - old
+    merged: dict[tuple[str, int, int], Tile] = {}
+    for metric, level, bucket, *tile in sorted(rows, key=lambda r: r[2]):
+        key = (metric, level + shift, bucket >> shift)
+        have = merged.get(key)
+        if have is None:
+            merged[key] = tile
+        else:
+            merge(have, tile)
+    connection.exec_driver_sql(
+        _sql(connection, "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ?"),
+        (trial_id, group),
+    )
+    _upsert_tiles(
+        connection,
+        [(trial_id, group, m, level, bucket, *tile) for (m, level, bucket), tile in merged.items()],
+    )
 
 
 def _cut(connection: Connection, trial_id: int, group: str, low: int, start: int) -> None:
