@@ -5,8 +5,7 @@ x (``total_batches``) ``2**level`` wide, anchored at 0, each holding the count a
 lowest and highest point. A trial keeps two levels (:data:`LEVELS`): the finest with at most
 :data:`MAX_BUCKETS` buckets over ``[0, x_max]``, and one :data:`COARSE` levels up (at most 32
 buckets, for charts of hundreds of trials); when the trial's x range doubles past ``MAX_BUCKETS``,
-both move one level up, each merged in pairs inside the database (never from raw rows). A chart of any width
-reads one level, at most ``MAX_BUCKETS`` rows per trial whatever the number of reports, and merges
+both move up, their tiles merged (never rebuilt from raw rows). A chart of any width reads one level, at most ``MAX_BUCKETS`` rows per trial whatever the number of reports, and merges
 buckets further in Python when it wants them wider. Two levels rather than a full pyramid keep the
 writes close to one tile row per touched finest bucket.
 
