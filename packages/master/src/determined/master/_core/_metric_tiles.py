@@ -10,8 +10,8 @@ buckets further in Python when it wants them wider. Two levels rather than a ful
 writes close to one tile row per touched finest bucket.
 
 Writes: :func:`update_tiles` is called once per committed batch of the metrics writer, inside its
-transaction, after the raw rows are stored. It aggregates the batch in Python (finest level from the
-reports, coarser levels from those aggregates) and merges the result with one multi-row
+transaction, after the raw rows are stored. It aggregates the batch in Python, column by column
+(both kept levels from the reports) and merges the result with one executemany of
 ``INSERT ... ON CONFLICT DO UPDATE``: no per-row round trip.
 
 Rollbacks: a trial resumed from an earlier checkpoint archives the reports of older runs from its
