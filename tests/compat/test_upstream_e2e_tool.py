@@ -112,3 +112,8 @@ def test_users_agent_user_group(sqlite_master: Any) -> None:
         "PATCH", f"/api/v1/users/{plain['id']}", body={"agentUserGroup": relinked}
     )
     assert admin.get(f"/api/v1/users/{plain['id']}")["user"]["agentUserGroup"] == relinked
+    for taken in ("Admin", "LINKED"):  # upstream's display-name rules
+        with pytest.raises(Exception, match="displayName"):
+            admin.session.request(
+                "PATCH", f"/api/v1/users/{plain['id']}", body={"displayName": taken}
+            )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from determined.master import _auth
 from determined.master._api import _serialize
@@ -117,6 +117,31 @@ def create_user(
     return {"user": _serialize.user(user)}
 
 
+def _check_display_name(request: Request, user_id: int, name: str) -> str:
+    """Upstream's rules for a display name: ASCII, not 'admin' (but for an admin) nor 'determined'
+    (but for that user), and no other user's username or display name, ignoring case."""
+    name = name.strip()
+    if not name.isascii() or not name.isprintable():
+        raise APIError(400, "displayName: must be printable ASCII")
+    lower = name.lower()
+    with master_of(request).db.read() as session:
+        target = find_user(session, user_id)
+        if lower == "admin" and not target.admin:
+            raise APIError(400, "displayName: a non-admin user cannot be named 'admin'")
+        if lower == "determined" and target.username != "determined":
+            raise APIError(400, "displayName: only the 'determined' user may be named so")
+        if name:
+            clash = session.scalar(
+                select(User.id).where(
+                    User.id != user_id,
+                    (func.lower(User.username) == lower) | (func.lower(User.display_name) == lower),
+                )
+            )
+            if clash is not None:
+                raise APIError(400, f"displayName: {name!r} is another user's name or display name")
+    return name
+
+
 def _agent_user_group(value: Any, field: str) -> dict[str, Any] | None:
     """Upstream's ``v1AgentUserGroup``: the OS user and group a user's tasks run as, all four fields
     together. det records it (tasks still run as the master's own OS user)."""
@@ -190,6 +215,8 @@ def patch_user(
     if "username" in body and (not isinstance(name, str) or not name.strip()):
         raise APIError(400, "username: must be a non-empty string")
     display_name = get(body, "display_name")
+    if display_name is not None:
+        display_name = _check_display_name(request, user_id, str(display_name))
     flags = {field: bool(body[field]) for field in ("admin", "active", "remote") if field in body}
     changes = UserChanges(
         username=name if "username" in body else None,
