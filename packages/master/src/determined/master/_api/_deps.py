@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from fastapi import Request
-from sqlalchemy import event, select
+from sqlalchemy import event, inspect, select
 
 from determined.master import _auth
 from determined.master._wire import APIError, as_utc
@@ -202,12 +202,13 @@ async def json_any(request: Request) -> Any:
 class AuthCache:
     """Resolved tokens, kept for a few seconds so a busy trial does not pay a lookup per request.
 
-    Any flush that writes a User, UserSession or Allocation row (logout, password or admin changes,
-    an allocation ending) empties the cache, so revocations take effect at once.
+    A flush that changes or deletes a User, UserSession or Allocation row (logout, password or admin
+    changes, deactivation, an allocation ending) drops the entries resolved through that row, so
+    revocations take effect at once; new rows (a login, a trial's session or allocation starting)
+    and an allocation's other columns (its state) leave the cache alone.
     """
 
     TTL_SECONDS = 5.0
-    _WATCHED = (User, UserSession, Allocation)
 
     def __init__(self, master: Master) -> None:
         self._entries: dict[str, tuple[float, Principal]] = {}
@@ -231,11 +232,34 @@ class AuthCache:
         with self._lock:
             self._entries.clear()
 
+    _ALLOCATION_KEYS = ("end_time", "token_hash", "trial_id", "task_id")
+    """The allocation columns a cached principal depends on."""
+
     def _after_flush(self, session: Any, _context: Any) -> None:
-        for obj in (*session.new, *session.dirty, *session.deleted):
-            if isinstance(obj, self._WATCHED):
-                self.clear()
-                return
+        users: set[int] = set()
+        sessions: set[int] = set()
+        allocations: set[str] = set()
+        for obj in (*session.dirty, *session.deleted):
+            if isinstance(obj, User):
+                users.add(obj.id)
+            elif isinstance(obj, UserSession):
+                sessions.add(obj.id)
+            elif isinstance(obj, Allocation):
+                state = inspect(obj)
+                if obj in session.deleted or any(
+                    state.attrs[key].history.has_changes() for key in self._ALLOCATION_KEYS
+                ):
+                    allocations.add(obj.allocation_id)
+        if not (users or sessions or allocations) or not self._entries:
+            return
+        with self._lock:
+            for digest, (_, principal) in list(self._entries.items()):
+                if (
+                    principal.user.id in users
+                    or principal.session_id in sessions
+                    or principal.allocation_id in allocations
+                ):
+                    del self._entries[digest]
 
 
 def _auth_cache(request: Request) -> AuthCache:
