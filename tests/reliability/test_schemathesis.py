@@ -69,6 +69,7 @@ password or deactivate an account, and every later request would end in 401."""
 BOUNDED_QUERY = {
     "follow": {"type": "string", "enum": ["false", "0"]},
     "timeout_seconds": {"type": "integer", "minimum": 0, "maximum": 1},
+    "timeoutSeconds": {"type": "integer", "minimum": 0, "maximum": 1},
 }
 """Query parameters kept harmless: ``follow`` streams logs until the task ends (never, here) and
 ``timeout_seconds`` long-polls preemption; each call must return."""
