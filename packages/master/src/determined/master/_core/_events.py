@@ -16,9 +16,11 @@ import queue
 import secrets
 import socket
 import threading
+import time
 import traceback
 from typing import Any
 
+import sqlalchemy
 from sqlalchemy.orm import Session
 
 from determined.master._core import _launch
@@ -36,6 +38,10 @@ from determined.master.db import (
 )
 
 logger = logging.getLogger("determined.master")
+
+_DB_FRESH_S = 1.0
+"""A database that answered a statement this recently, with no error since, is not probed before an
+event (a healthy, busy master pays nothing; an idle one probes once per event)."""
 
 
 class AllocationEvents:
@@ -62,6 +68,10 @@ class AllocationEvents:
         self._queue: queue.Queue[tuple[str, tuple[Any, ...]] | None] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
+        self._db_seen_at = 0.0
+        self._db_failed = True
+        sqlalchemy.event.listen(self._db.engine, "after_cursor_execute", self._db_answered)
+        sqlalchemy.event.listen(self._db.engine, "handle_error", self._db_erred)
         self.tasks: Any = None
         """The tasks service (commands, notebooks, ...): the events of its allocations go there."""
         self.shutting_down = False
@@ -129,10 +139,13 @@ class AllocationEvents:
 
         from determined.master._core._db_errors import unavailable
 
+        if not self._db_failed and time.monotonic() - self._db_seen_at < _DB_FRESH_S:
+            return  # it answered a moment ago and nothing has failed since: no probe needed
         delay = 0.1
         warned = False
         while True:
             try:
+                self._db_failed = False
                 with self._db.read() as session:
                     session.execute(text("SELECT 1"))
             except Exception as exc:
@@ -151,6 +164,12 @@ class AllocationEvents:
             if warned:
                 logger.warning("master: the database is back; handling held events")
             return
+
+    def _db_answered(self, *_: Any) -> None:
+        self._db_seen_at = time.monotonic()
+
+    def _db_erred(self, _context: Any) -> None:
+        self._db_failed = True  # any error: the next event probes before it is handled
 
     def _barrier(self, done: threading.Event) -> None:
         done.set()
