@@ -239,14 +239,7 @@ class AllocationEvents:
                 + (f" resuming from checkpoint {latest_uuid}" if latest_uuid else ""),
                 allocation_id=aid,
             )
-            # Upstream's launcher logs this line at every start of a trial's process; tools count it.
-            master_log(
-                session,
-                run.task_id,
-                f"New trial runner in (container {aid}) on agent {socket.gethostname()}: "
-                + json.dumps(exp.config, default=str),
-                allocation_id=aid,
-            )
+            _log_new_runner(session, run.task_id, aid, exp.config)
         with self._transactions.lock:
             alloc.launched = True
             self._rm.launch(
@@ -330,12 +323,7 @@ class AllocationEvents:
             if error:
                 message = f"Trial {run.id} (run {run.run_id}) failed to run: {error}"
             else:
-                message = f"Trial {run.id} (run {run.run_id}) exited with code {exit_code}"
-                if exit_code:  # upstream's wording too, which its tools and tests look for
-                    message += (
-                        "; resources failed with non-zero exit code: container failed with"
-                        f" non-zero exit code: {exit_code} (exit code {exit_code})"
-                    )
+                message = _exit_message(run, exit_code)
             failed = error is not None or exit_code != 0
             if alloc.preemption_timed_out:
                 # Killed by us after ignoring the preemption signal: a preemption, not a crash.
@@ -350,6 +338,29 @@ class AllocationEvents:
                 allocation_id,
             )
             self._trial_exits.trial_exited(session, exp, run, alloc, failed)
+
+
+def _log_new_runner(session: Session, task_id: str, aid: str, config: dict[str, Any]) -> None:
+    """Upstream's launcher logs this line at every start of a trial's process; tools count it."""
+    master_log(
+        session,
+        task_id,
+        f"New trial runner in (container {aid}) on agent {socket.gethostname()}: "
+        + json.dumps(config, default=str),
+        allocation_id=aid,
+    )
+
+
+def _exit_message(run: Run, exit_code: int | None) -> str:
+    """How a trial's process ended; a non-zero exit also in upstream's words, which its tools and
+    tests look for."""
+    message = f"Trial {run.id} (run {run.run_id}) exited with code {exit_code}"
+    if exit_code:
+        message += (
+            "; resources failed with non-zero exit code: container failed with"
+            f" non-zero exit code: {exit_code} (exit code {exit_code})"
+        )
+    return message
 
 
 def resume_point(session: Session, run: Run) -> tuple[str, int] | None:
