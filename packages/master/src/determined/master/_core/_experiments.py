@@ -11,7 +11,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
+from sqlalchemy import select
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.util import identity_key
 
 from determined.master._core._lifecycle import Lifecycle
 from determined.master._core._searcher_state import SearcherStates
@@ -46,7 +48,16 @@ def get_experiment(session: Session, exp_id: int) -> Experiment:
 
 
 def get_trial(session: Session, trial_id: int) -> tuple[Run, Experiment]:
-    """A trial and its experiment, or a 404."""
+    """A trial and its experiment, or a 404 (one joined SELECT when neither is loaded yet: this is
+    on every trial request's path)."""
+    if identity_key(Run, trial_id) not in session.identity_map:
+        row = session.execute(
+            select(Run, Experiment)
+            .outerjoin(Experiment, Experiment.id == Run.experiment_id)
+            .where(Run.id == trial_id)
+        ).first()
+        if row is not None and row[1] is not None:
+            return row[0], row[1]
     run = session.get(Run, trial_id)
     if run is None:
         raise APIError(404, f"trial {trial_id} not found")
