@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from sqlalchemy import event, insert
 from sqlalchemy.orm import Session
 
 from determined.master import _wire
@@ -20,19 +21,41 @@ def master_log(
     level: str = "LOG_LEVEL_INFO",
     allocation_id: str | None = None,
 ) -> None:
-    """Add one line written by the master (not the task) to ``task_id``'s logs."""
-    session.add(
-        TaskLog(
-            task_id=task_id,
-            allocation_id=allocation_id,
-            agent_id="master",
-            timestamp=utcnow(),
-            level=level,
-            log=message.rstrip("\n") + "\n",
-            source="master",
-            stdtype="stdout",
-        )
+    """Add one line written by the master (not the task) to ``task_id``'s logs.
+
+    The line is written when ``session`` commits, with every other master line of that transaction
+    in one multi-row INSERT (a trial's launch and exit write several)."""
+    pending = session.info.get(_PENDING)
+    if pending is None:
+        pending = session.info[_PENDING] = []
+    pending.append(
+        {
+            "task_id": task_id,
+            "allocation_id": allocation_id,
+            "agent_id": "master",
+            "timestamp": utcnow(),
+            "level": level,
+            "log": message.rstrip("\n") + "\n",
+            "source": "master",
+            "stdtype": "stdout",
+        }
     )
+
+
+_PENDING = "det_master_log_lines"
+
+
+@event.listens_for(Session, "before_commit")
+def _write_master_lines(session: Session) -> None:
+    pending = session.info.pop(_PENDING, None)
+    if pending:
+        # render_nulls: lines with and without an allocation share one statement
+        session.execute(insert(TaskLog).execution_options(render_nulls=True), pending)
+
+
+@event.listens_for(Session, "after_rollback")
+def _drop_master_lines(session: Session) -> None:
+    session.info.pop(_PENDING, None)
 
 
 def store_task_lines(db: Database, task_id: str, allocation_id: str, lines: list[Any]) -> None:
