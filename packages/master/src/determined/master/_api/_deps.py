@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 from fastapi import Request
 from sqlalchemy import event, inspect, select
+from starlette.requests import HTTPConnection
 
 from determined.master import _auth
 from determined.master._wire import APIError, as_utc
@@ -414,11 +415,12 @@ def _int_path_params(route: Any) -> list[str]:
     return [p.name for p in params if p.field_info.annotation is int]
 
 
-async def path_ints_in_range(request: Request) -> None:
+async def path_ints_in_range(connection: HTTPConnection) -> None:
     """An app-wide dependency: 400 for an integer path parameter beyond 64 bits (the database
-    driver cannot even look it up). Async, so hot routes pay no thread hop for it."""
-    for name in _int_path_params(request.scope.get("route")):
-        text = str(request.path_params.get(name, "")).strip()
+    driver cannot even look it up). Async, so hot routes pay no thread hop for it. It takes an
+    ``HTTPConnection``, not a ``Request``, so WebSocket routes (the task proxy) resolve it too."""
+    for name in _int_path_params(connection.scope.get("route")):
+        text = str(connection.path_params.get(name, "")).strip()
         digits = text.lstrip("+-")
         if not (digits.isascii() and digits.isdigit() and len(digits) > 18):
             continue
