@@ -29,7 +29,13 @@ def test_example_experiment_end_to_end(master: Master, tmp_path: pathlib.Path) -
     register as a model version, stream metrics."""
     client.login(master.url, "determined", "")
     exp = client.create_experiment(str(EXAMPLES / "2_checkpoints.yaml"), str(EXAMPLES))
-    assert exp.state in (ExperimentState.ACTIVE, ExperimentState.RUNNING)
+    # Upstream's enrichment: an active experiment reads QUEUED/STARTING/RUNNING from its trials.
+    assert exp.state in (
+        ExperimentState.ACTIVE,
+        ExperimentState.QUEUED,
+        ExperimentState.STARTING,
+        ExperimentState.RUNNING,
+    )
     assert exp.wait(interval=0.1, timeout=WAIT_S) == ExperimentState.COMPLETED, trial_logs(exp)
     (trial,) = exp.list_trials()
     assert trial.state == TrialState.COMPLETED and trial.experiment_id == exp.id
