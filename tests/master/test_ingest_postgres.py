@@ -186,8 +186,10 @@ def test_rollback_supersedes_older_run(
     pid = int((tmp_path / "pids" / f"{trial}.1.pid").read_text())
     os.kill(pid, signal.SIGKILL)
     api.wait_for(
-        lambda: (tmp_path / "pids" / f"{trial}.2.pid").exists()
-        and int(api.get(f"/api/v1/trials/{trial}")["trial"]["trialRunId"]) == 2,
+        lambda: (
+            (tmp_path / "pids" / f"{trial}.2.pid").exists()
+            and int(api.get(f"/api/v1/trials/{trial}")["trial"]["trialRunId"]) == 2
+        ),
         120,
         "the trial's second run",
     )
