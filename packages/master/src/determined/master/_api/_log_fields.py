@@ -16,8 +16,8 @@ from starlette.concurrency import run_in_threadpool
 
 from determined.master._api._access import P, on_task, on_trial
 from determined.master._api._deps import Principal, authenticate, bool_param, master_of
-from determined.master._wire import TERMINAL_STATES, APIError
-from determined.master.db import Run, Task, TaskLog
+from determined.master._api._tasks import task_log_done, trial_log_source
+from determined.master.db import TaskLog
 
 router = APIRouter(tags=["Tasks"])
 
@@ -70,18 +70,7 @@ def trial_logs_fields(
     request: Request, trial_id: int, p: Principal = Depends(authenticate)
 ) -> StreamingResponse:
     """The values of a trial's log fields (``follow``: until the trial ends)."""
-    master = master_of(request)
-    with master.db.read() as session:
-        run = session.get(Run, trial_id)
-        if run is None:
-            raise APIError(404, f"trial {trial_id} not found")
-        task_id = run.task_id
-
-    def done() -> bool:
-        with master.db.read() as session:
-            current = session.get(Run, trial_id)
-            return current is None or current.state in TERMINAL_STATES
-
+    task_id, done = trial_log_source(master_of(request), trial_id)
     names = ("agentIds", "containerIds", "rankIds", "stdtypes", "sources")
     return _stream(request, task_id, names, done)
 
@@ -91,20 +80,6 @@ def task_logs_fields(
     request: Request, task_id: str, p: Principal = Depends(authenticate)
 ) -> StreamingResponse:
     """The values of a task's log fields (``follow``: until the task ends)."""
-    master = master_of(request)
-    with master.db.read() as session:
-        task = session.get(Task, task_id)
-        if task is None:
-            raise APIError(404, f"task {task_id} not found")
-        trial_id = task.trial_id
-    tasks = master.manager.tasks
-
-    def done() -> bool:
-        if trial_id is None:
-            return bool(tasks.is_done(task_id))
-        with master.db.read() as session:
-            current = session.get(Run, trial_id)
-            return current is None or current.state in TERMINAL_STATES
-
+    done = task_log_done(master_of(request), task_id)
     names = ("allocationIds", "agentIds", "containerIds", "rankIds", "stdtypes", "sources")
     return _stream(request, task_id, names, done)

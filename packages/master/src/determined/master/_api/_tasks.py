@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -365,12 +365,9 @@ def _logs_response(
     return StreamingResponse(lines(), media_type="application/json")
 
 
-@router.get("/api/v1/trials/{trial_id}/logs", dependencies=[on_trial(P.VIEW_EXPERIMENT_METADATA)])
-def trial_logs(
-    request: Request, trial_id: int, p: Principal = Depends(authenticate)
-) -> StreamingResponse:
-    """Stream a trial's logs (``follow`` ends once the trial is terminal)."""
-    master = master_of(request)
+def trial_log_source(master: Any, trial_id: int) -> tuple[str, Callable[[], bool]]:
+    """A trial's task id and a check that it has ended (404 for an unknown trial): what a
+    followed stream of the trial's logs (or log fields) needs."""
     with master.db.read() as session:
         run = session.get(Run, trial_id)
         if run is None:
@@ -382,6 +379,37 @@ def trial_logs(
             current = session.get(Run, trial_id)
             return current is None or current.state in TERMINAL_STATES
 
+    return task_id, done
+
+
+def task_log_done(master: Any, task_id: str) -> Callable[[], bool]:
+    """A check that a task has ended (404 for an unknown task): a trial's task ends with the
+    trial; a command, TensorBoard, notebook or shell when the task service says so."""
+    from determined.master.db import Task
+
+    with master.db.read() as session:
+        task = session.get(Task, task_id)
+        if task is None:
+            raise APIError(404, f"task {task_id} not found")
+        trial_id = task.trial_id
+    tasks = master.manager.tasks
+
+    def done() -> bool:
+        if trial_id is None:
+            return bool(tasks.is_done(task_id))
+        with master.db.read() as session:
+            current = session.get(Run, trial_id)
+            return current is None or current.state in TERMINAL_STATES
+
+    return done
+
+
+@router.get("/api/v1/trials/{trial_id}/logs", dependencies=[on_trial(P.VIEW_EXPERIMENT_METADATA)])
+def trial_logs(
+    request: Request, trial_id: int, p: Principal = Depends(authenticate)
+) -> StreamingResponse:
+    """Stream a trial's logs (``follow`` ends once the trial is terminal)."""
+    task_id, done = trial_log_source(master_of(request), trial_id)
     return _logs_response(request, [task_id], trial_id, done)
 
 
@@ -390,25 +418,7 @@ def task_logs(
     request: Request, task_id: str, p: Principal = Depends(authenticate)
 ) -> StreamingResponse:
     """Stream a task's logs."""
-    master = master_of(request)
-    from determined.master.db import Task
-
-    with master.db.read() as session:
-        task = session.get(Task, task_id)
-        if task is None:
-            raise APIError(404, f"task {task_id} not found")
-        trial_id = task.trial_id
-
-    tasks = master.manager.tasks
-
-    def done() -> bool:
-        if trial_id is None:
-            return tasks.is_done(task_id)  # a command, TensorBoard, notebook or shell
-        with master.db.read() as session:
-            current = session.get(Run, trial_id)
-            return current is None or current.state in TERMINAL_STATES
-
-    return _logs_response(request, [task_id], None, done)
+    return _logs_response(request, [task_id], None, task_log_done(master_of(request), task_id))
 
 
 @router.post(
