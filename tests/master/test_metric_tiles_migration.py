@@ -4,55 +4,15 @@ out), on SQLite and on PostgreSQL, and a master started on it draws the curves f
 
 from __future__ import annotations
 
-import datetime
 import math
 from typing import Any
 
 import requests
-import sqlalchemy as sa
-from alembic import command
-from alembic.config import Config
 from master.test_metric_tiles import tile_mismatches
+from old_schema import EXPERIMENTS, METRICS, NOW, RUNS, USERS, upgrade_to
 
 from determined.master._core._metric_tiles import level_min
 from determined.master.db import Database
-from determined.master.db._engine import MIGRATIONS_DIR
-
-NOW = datetime.datetime(2026, 11, 1, 12, 0, tzinfo=datetime.timezone.utc)
-JSON, INT, STR, BOOL, TS = sa.JSON(), sa.Integer(), sa.String(), sa.Boolean(), sa.DateTime(True)
-
-
-def _table(table: str, /, **columns: sa.types.TypeEngine) -> sa.TableClause:
-    return sa.table(table, *(sa.column(c, t) for c, t in columns.items()))
-
-
-USERS = _table(
-    "users", id=INT, username=STR, password_hash=STR, admin=BOOL, active=BOOL, remote=BOOL,
-    modified_at=TS,
-)  # fmt: skip
-EXPERIMENTS = _table(
-    "experiments", id=INT, state=STR, config=JSON, original_config=STR, start_time=TS,
-    end_time=TS, archived=BOOL, owner_id=INT, project_id=INT, job_id=STR, notes=STR, labels=JSON,
-    priority=INT, weight=sa.Float(), unmanaged=BOOL,
-)  # fmt: skip
-RUNS = _table(
-    "runs", id=INT, experiment_id=INT, request_id=STR, task_id=STR, state=STR, start_time=TS,
-    end_time=TS, hparams=JSON, seed=INT, run_id=INT, restarts=INT, total_batches=INT,
-    summary_metrics=JSON, runner_state=STR, metadata=JSON, early_stopped_by_searcher=BOOL,
-    archived=BOOL,
-)  # fmt: skip
-METRICS = _table(
-    "metrics", trial_id=INT, trial_run_id=INT, metric_group=STR, total_batches=INT, end_time=TS,
-    metrics=JSON, archived=BOOL,
-)  # fmt: skip
-
-
-def _upgrade_to(db: Database, revision: str) -> None:
-    cfg = Config()
-    cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with db.engine.begin() as connection:
-        cfg.attributes["connection"] = connection
-        command.upgrade(cfg, revision)
 
 
 def _metric(trial: int, run: int, group: str, step: int, values: dict[str, Any], archived: bool):
@@ -111,7 +71,7 @@ def _fill_0006(db: Database) -> None:
 
 def test_a_0006_database_gets_its_tiles_backfilled(db_url: str, make_master: Any) -> None:
     db = Database(db_url)
-    _upgrade_to(db, "0006")
+    upgrade_to(db, "0006")
     _fill_0006(db)
     db.migrate()
     with db.engine.connect() as conn:
