@@ -19,7 +19,6 @@ import signal
 import socket
 import subprocess
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -172,20 +171,6 @@ def wait_ledgers(
 ) -> None:
     """Wait until every trial's ledger satisfies ``predicate``."""
     api.wait_for(lambda: all(predicate(read_ledger(ledger_dir, t)) for t in trials), timeout, what)
-
-
-def poll(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
-    """Wait for ``predicate`` to be truthy (no master needed); raise TimeoutError naming ``what``."""
-    deadline = time.monotonic() + timeout
-    delay = 0.02
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(delay)
-        delay = min(delay * 1.5, 0.25)
 
 
 def check_stored_exactly_once(
