@@ -1,0 +1,21 @@
+"""Reserved for log_policies (issue 25): filled in by the change that adds the tables.
+
+Revision ID: 0011
+Revises: 0010
+Create Date: 2026-11-28 15:10:00.000000
+"""
+
+from __future__ import annotations
+
+revision = "0011"
+down_revision = "0010"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass

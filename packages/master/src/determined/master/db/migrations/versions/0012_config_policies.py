@@ -1,0 +1,21 @@
+"""Reserved for config_policies (issue 25): filled in by the change that adds the tables.
+
+Revision ID: 0012
+Revises: 0011
+Create Date: 2026-11-28 15:10:00.000000
+"""
+
+from __future__ import annotations
+
+revision = "0012"
+down_revision = "0011"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    pass
+
+
+def downgrade() -> None:
+    pass
