@@ -6,6 +6,9 @@ the full path unchanged, streaming both ways, and WebSocket connections too (Jup
 Callers authenticate like the API: a bearer token (the CLI) or the web UI's ``auth`` cookie; only
 the task's owner or an admin gets through. Every request and WebSocket message counts as activity
 for the task's idle timeout. Before the task's port answers, requests get a 503 saying so.
+
+``/proxy/<task id>:<port>/`` is a running trial's ``environment.proxy_ports`` entry
+(``_proxy_ports.py``): HTTP and WebSocket the same way, a ``proxy_tcp`` port as a TCP tunnel.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.websockets import WebSocketDisconnect
 
 from determined.master._api._deps import Principal, authenticate, tasks_of
+from determined.master._api._proxy_ports import port_service, tunnel_tcp
 from determined.master._wire import APIError
 
 router = APIRouter(include_in_schema=False)
@@ -70,14 +74,17 @@ def target_of(conn: Any, task_id: str, principal: Principal) -> tuple[str, int]:
     return live.address or "127.0.0.1", live.port
 
 
-def _forward_headers(headers: Any) -> list[tuple[str, str]]:
-    """Request headers for the task: no hop-by-hop ones, no master credentials."""
+def _forward_headers(headers: Any, credentials: bool = False) -> list[tuple[str, str]]:
+    """Request headers for the task: no hop-by-hop ones, no master credentials (unless
+    ``credentials``: an unauthenticated proxy port may check its own)."""
     out = []
     for name, value in headers.items():
         lower = name.lower()
-        if lower in HOP_BY_HOP or lower == "authorization" or lower == "content-length":
+        if lower in HOP_BY_HOP or lower == "content-length":
             continue
-        if lower == "cookie":
+        if lower == "authorization" and not credentials:
+            continue
+        if lower == "cookie" and not credentials:
             kept = [c for c in value.split(";") if c.strip() and not c.strip().startswith("auth=")]
             if not kept:
                 continue
@@ -107,8 +114,19 @@ async def proxy_root(request: Request, task_id: str) -> Response:
 @router.api_route("/proxy/{task_id}/{path:path}", methods=METHODS)
 async def proxy_http(request: Request, task_id: str, path: str) -> Response:
     """Forward one HTTP request to the task and stream its answer back."""
-    principal = await run_in_threadpool(_principal, request)
-    address, port = await run_in_threadpool(target_of, request, task_id, principal)
+    service = await run_in_threadpool(port_service, request, task_id)
+    if service is not None:
+        if service.tcp:
+            raise APIError(
+                400,
+                f"service {task_id} is a TCP port (proxy_tcp): open it with"
+                f" 'python -m determined.cli.tunnel MASTER {task_id}'",
+            )
+        address, port, credentials = service.address, service.port, service.unauthenticated
+    else:
+        principal = await run_in_threadpool(_principal, request)
+        address, port = await run_in_threadpool(target_of, request, task_id, principal)
+        credentials = False
     tasks = tasks_of(request)
     tasks.touch(task_id)
     host = f"[{address}]" if ":" in address else address
@@ -118,7 +136,7 @@ async def proxy_http(request: Request, task_id: str, path: str) -> Response:
     body = await request.body()
     client = _client(request)
     upstream = client.build_request(
-        request.method, url, headers=_forward_headers(request.headers), content=body
+        request.method, url, headers=_forward_headers(request.headers, credentials), content=body
     )
     try:
         answer = await client.send(upstream, stream=True)
@@ -147,11 +165,19 @@ async def proxy_websocket(websocket: WebSocket, task_id: str, path: str) -> None
     from websockets.exceptions import ConnectionClosed
 
     try:
-        principal = await run_in_threadpool(_principal, websocket)
-        address, port = await run_in_threadpool(target_of, websocket, task_id, principal)
+        service = await run_in_threadpool(port_service, websocket, task_id)
+        if service is None:
+            principal = await run_in_threadpool(_principal, websocket)
+            address, port = await run_in_threadpool(target_of, websocket, task_id, principal)
+        else:
+            address, port = service.address, service.port
     except APIError as e:
         await websocket.close(code=4000 + e.status, reason=e.message[:120])
         return
+    if service is not None and service.tcp:
+        await tunnel_tcp(websocket, service)
+        return
+    credentials = service is not None and service.unauthenticated
     tasks = tasks_of(websocket)  # type: ignore[arg-type]
     host = f"[{address}]" if ":" in address else address
     url = f"ws://{host}:{port}{websocket.url.path}"
@@ -159,7 +185,9 @@ async def proxy_websocket(websocket: WebSocket, task_id: str, path: str) -> None
         url += f"?{websocket.url.query}"
     skip = HOP_BY_HOP | {"sec-websocket-key", "sec-websocket-version", "sec-websocket-extensions"}
     skip = skip | {"sec-websocket-protocol", "origin"}
-    headers = [(k, v) for k, v in _forward_headers(websocket.headers) if k.lower() not in skip]
+    headers = [
+        (k, v) for k, v in _forward_headers(websocket.headers, credentials) if k.lower() not in skip
+    ]
     protocols = [
         p.strip()
         for p in websocket.headers.get("sec-websocket-protocol", "").split(",")

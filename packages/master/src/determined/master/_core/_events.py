@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session
 
 from determined.master._core import _launch
 from determined.master._core._allocations import Allocations, AllocState
+from determined.master._core._proxy_ports import ProxyPorts, services_of
 from determined.master._core._task_logs import master_log, store_task_lines
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
@@ -73,6 +74,8 @@ class AllocationEvents:
         self._db_failed = True
         sqlalchemy.event.listen(self._db.engine, "after_cursor_execute", self._db_answered)
         sqlalchemy.event.listen(self._db.engine, "handle_error", self._db_erred)
+        self.proxy_ports = ProxyPorts()
+        """The ``environment.proxy_ports`` services of launched trials (``/proxy/<task>:<port>/``)."""
         self.tasks: Any = None
         """The tasks service (commands, notebooks, ...): the events of its allocations go there."""
         self.shutting_down = False
@@ -248,6 +251,8 @@ class AllocationEvents:
                     allocation_id=aid, argv=argv, cwd=str(work_dir), env=env, startup_hook=hook
                 )
             )
+            address = (list(assignment.container_addrs) or ["127.0.0.1"])[0]
+            self.proxy_ports.register(services_of(exp.config, run.task_id, aid, address))
             if alloc.kill_requested:
                 self._rm.kill(aid)
 
@@ -304,6 +309,7 @@ class AllocationEvents:
         if self.tasks is not None and self.tasks.owns(allocation_id):
             self.tasks.exited(allocation_id, exit_code, error)
             return
+        self.proxy_ports.unregister(allocation_id)
         if self.shutting_down and (error is not None or exit_code != 0):
             # Its allocation stays open: the next master's recovery resumes the trial from its
             # latest checkpoint, as it does after a SIGKILL. A clean exit is still recorded.

@@ -1,0 +1,171 @@
+"""Experiment proxy ports (``environment.proxy_ports``) through a real det-master: a real trial
+serves HTTP and a TCP echo on its ports; ``/proxy/<task id>:<port>/`` reaches the HTTP one, a
+WebSocket on the TCP one carries the stream (upstream's ``determined.cli.tunnel`` protocol), only
+logged-in callers get through unless the port is ``unauthenticated``, and the services end with
+the trial."""
+
+from __future__ import annotations
+
+import pathlib
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import requests
+from e2e.harness import TERMINAL
+from websockets.exceptions import InvalidStatus
+from websockets.sync.client import connect
+
+SERVERS = r"""
+import http.server, os, socket, sys, threading
+
+HTTP, TCP, OPEN = (int(p) for p in sys.argv[1:4])
+
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        auth = self.headers.get("Authorization") or ""
+        body = f"Hello {self.path} auth=[{auth}]".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+
+def echo(conn):
+    with conn:
+        while data := conn.recv(4096):
+            conn.sendall(data)
+
+def tcp():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", TCP))
+    s.listen()
+    while True:
+        conn, _ = s.accept()
+        threading.Thread(target=echo, args=(conn,), daemon=True).start()
+
+servers = [http.server.ThreadingHTTPServer(("127.0.0.1", p), Hello) for p in (HTTP, OPEN)]
+for server in servers:
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+threading.Thread(target=tcp, daemon=True).start()
+print("Servers started", flush=True)
+threading.Event().wait()
+"""
+
+
+def _free_ports(n: int) -> list[int]:
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in sockets]
+    for s in sockets:
+        s.close()
+    return ports
+
+
+@pytest.fixture(scope="module")
+def serving(module_master: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """A running trial with an HTTP port, a TCP port and an unauthenticated HTTP port."""
+    http_port, tcp_port, open_port = _free_ports(3)
+    context = tmp_path_factory.mktemp("ports")
+    (context / "servers.py").write_text(SERVERS)
+    config = {
+        "name": "proxy-ports",
+        "entrypoint": f"python3 servers.py {http_port} {tcp_port} {open_port}",
+        "searcher": {"name": "single", "metric": "x", "max_length": 1},
+        "resources": {"slots_per_trial": 0},
+        "max_restarts": 0,
+        "environment": {
+            "proxy_ports": [
+                {"proxy_port": http_port},
+                {"proxy_port": tcp_port, "proxy_tcp": True},
+                {"proxy_port": open_port, "unauthenticated": True},
+            ]
+        },
+    }
+    api = module_master.api()
+    exp_id = api.create_experiment(config, pathlib.Path(context))
+    trial = api.wait_for(
+        lambda: next(
+            (t for t in api.trials(exp_id) if "Servers started" in "".join(api.logs(t["id"]))),
+            None,
+        ),
+        120,
+        "the trial's servers",
+    )
+    token = module_master.login("determined")
+    yield {
+        "api": api,
+        "exp_id": exp_id,
+        "trial": trial,
+        "task": trial["taskId"],
+        "http": http_port,
+        "tcp": tcp_port,
+        "open": open_port,
+        "headers": {"Authorization": f"Bearer {token}"},
+        "url": module_master.url,
+    }
+    if api.experiment(exp_id)["state"] not in TERMINAL:
+        api.post(f"/api/v1/experiments/{exp_id}/kill")
+
+
+def test_http_port_is_reached_through_the_master(serving: dict) -> None:
+    url = f"{serving['url']}/proxy/{serving['task']}:{serving['http']}/a/b?x=1"
+    answer = requests.get(url, headers=serving["headers"], timeout=30)
+    assert answer.status_code == 200, answer.text
+    # the full path reaches the trial; the master's credentials do not
+    assert answer.text == f"Hello /proxy/{serving['task']}:{serving['http']}/a/b?x=1 auth=[]"
+
+
+def test_tcp_port_round_trip_over_a_websocket(serving: dict) -> None:
+    ws_url = serving["url"].replace("http://", "ws://")
+    url = f"{ws_url}/proxy/{serving['task']}:{serving['tcp']}/"
+    with connect(url, additional_headers=serving["headers"], open_timeout=30) as ws:
+        ws.send(b"Hello, Server")
+        assert ws.recv(timeout=30) == b"Hello, Server"
+        payload = bytes(range(256)) * 1024
+        ws.send(payload)
+        echoed = b""
+        while len(echoed) < len(payload):
+            echoed += ws.recv(timeout=30)
+        assert echoed == payload
+    # a TCP port speaks no HTTP
+    answer = requests.get(
+        f"{serving['url']}/proxy/{serving['task']}:{serving['tcp']}/",
+        headers=serving["headers"],
+        timeout=30,
+    )
+    assert answer.status_code == 400 and "proxy_tcp" in answer.text
+
+
+def test_unauthenticated_callers_are_refused_unless_the_port_allows_them(serving: dict) -> None:
+    base = f"{serving['url']}/proxy/{serving['task']}"
+    assert requests.get(f"{base}:{serving['http']}/", timeout=30).status_code == 401
+    with pytest.raises(InvalidStatus):
+        connect(base.replace("http://", "ws://") + f":{serving['tcp']}/", open_timeout=30)
+    # an unauthenticated port lets anyone in, and the app sees the caller's own credentials
+    answer = requests.get(
+        f"{base}:{serving['open']}/", headers={"Authorization": "Basic dTpw"}, timeout=30
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.text.endswith("auth=[Basic dTpw]")
+    # a port the experiment does not list is no service
+    answer = requests.get(f"{base}:1/", headers=serving["headers"], timeout=30)
+    assert answer.status_code == 404 and "proxy port 1" in answer.text
+
+
+def test_ports_end_with_the_trial(serving: dict) -> None:
+    api = serving["api"]
+    api.post(f"/api/v1/experiments/{serving['exp_id']}/kill")
+    api.wait_experiment(serving["exp_id"])
+    url = f"{serving['url']}/proxy/{serving['task']}:{serving['http']}/"
+    api.wait_for(
+        lambda: requests.get(url, headers=serving["headers"], timeout=30).status_code == 404,
+        30,
+        "the port to be withdrawn",
+    )
+    answer = requests.get(url, headers=serving["headers"], timeout=30)
+    assert "not found" in answer.text
