@@ -213,8 +213,9 @@ def test_columns(admin: Client, context: pathlib.Path) -> None:
 
 
 def test_metric_columns_and_registered_checkpoints(admin: Client, tmp_path: pathlib.Path) -> None:
-    """Once a trial reported, its metrics are columns too (``training.*``, ``validation.*``); a
-    project whose checkpoint is a model version is not deleted (nothing is)."""
+    """Once a trial reported, its metrics' summary statistics are columns too (``training.*.last``,
+    ``validation.*.min``, ...); a project whose checkpoint is a model version is not deleted
+    (nothing is)."""
     from cli.harness import TRIAL
 
     (tmp_path / "train.py").write_text(TRIAL)
@@ -223,8 +224,8 @@ def test_metric_columns_and_registered_checkpoints(admin: Client, tmp_path: path
     created = client.create_experiment(admin.session, config, tmp_path, project_id=project["id"])
     assert _wait_terminal(admin, int(created.id)) == "STATE_COMPLETED"
     columns = {c["column"]: c for c in admin.projects.columns(project["id"])["columns"]}
-    assert columns["training.loss"]["location"] == "LOCATION_TYPE_TRAINING"
-    assert columns["validation.validation_loss"]["location"] == "LOCATION_TYPE_VALIDATIONS"
+    assert columns["training.loss.last"]["location"] == "LOCATION_TYPE_TRAINING"
+    assert columns["validation.validation_loss.min"]["location"] == "LOCATION_TYPE_VALIDATIONS"
     assert columns["hp.steps"]["type"] == "COLUMN_TYPE_NUMBER"
     counts = admin.projects.get(project["id"])["project"]
     assert (counts["numExperiments"], counts["numActiveExperiments"], counts["numRuns"]) == (

@@ -1,8 +1,9 @@
 """The columns of a project's experiment table (upstream's ``GetProjectColumns``).
 
 Upstream's CLI and web UI ask which columns a project's experiments have: the fixed experiment
-columns, one ``hp.<name>`` column per hyperparameter its experiments searched, and one
-``<group>.<metric>`` column per metric its trials reported (from each trial's summary metrics).
+columns, then per metric of the experiments' best trials (their summary metrics) the columns
+``<group>.<metric>.last/max/mean/min`` (only ``.last`` for a metric that is not a number), then one
+``hp.<name>`` column per hyperparameter its experiments searched.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from determined.master.db import Experiment, Run
+from determined.master._core._best_runs import SUMMARY_STATISTICS, best_summaries
+from determined.master.db import Experiment
 
 _EXPERIMENT = "LOCATION_TYPE_EXPERIMENT"
 _TEXT, _NUMBER, _DATE = "COLUMN_TYPE_TEXT", "COLUMN_TYPE_NUMBER", "COLUMN_TYPE_DATE"
@@ -41,6 +43,10 @@ EXPERIMENT_COLUMNS: tuple[tuple[str, str, str], ...] = (
 )
 """``(column, display name, type)`` of the experiment-level columns, in upstream's order."""
 
+_UNSPECIFIED = "COLUMN_TYPE_UNSPECIFIED"
+_METRIC_TYPES = {"number": _NUMBER, "string": _TEXT, "date": _DATE}
+"""Column type of a metric by the ``type`` of its summary (upstream's ``parseMetricsType``)."""
+
 _GROUP_LOCATION = {
     "validation": "LOCATION_TYPE_VALIDATIONS",
     "training": "LOCATION_TYPE_TRAINING",
@@ -67,7 +73,7 @@ def _flat_hparams(prefix: str, hparams: dict[str, Any], out: dict[str, str]) -> 
 
 
 def project_columns(session: Session, project_id: int) -> list[dict[str, Any]]:
-    """The columns of a project's experiments: fixed ones, hyperparameters, then metrics."""
+    """The columns of a project's experiments: fixed ones, metrics, then hyperparameters."""
     columns = [
         {"column": c, "displayName": d, "location": _EXPERIMENT, "type": t}
         for c, d, t in EXPERIMENT_COLUMNS
@@ -85,23 +91,30 @@ def project_columns(session: Session, project_id: int) -> list[dict[str, Any]]:
                 "type": hparams[name],
             }
         )
-    metrics: set[tuple[str, str]] = set()
-    summaries = session.scalars(
-        select(Run.summary_metrics)
-        .join(Experiment, Run.experiment_id == Experiment.id)
-        .where(*live)
-    )
-    for summary in summaries:
-        for group, entries in (summary or {}).items():
+    kinds: dict[tuple[str, str], set[str]] = {}
+    for _, summary in best_summaries(session, project_id):
+        for group, entries in summary.items():
             if isinstance(entries, dict):
-                metrics.update((group, name) for name in entries)
-    for group, name in sorted(metrics):
-        columns.append(
+                for name, entry in entries.items():
+                    kind = entry.get("type") if isinstance(entry, dict) else None
+                    kinds.setdefault((group, name), set()).add(str(kind))
+    metric_columns = []
+    for (group, name), found in sorted(kinds.items()):
+        location = _GROUP_LOCATION.get(group, "LOCATION_TYPE_CUSTOM_METRIC")
+        if found == {"number"}:
+            stats, column_type = SUMMARY_STATISTICS, _NUMBER
+        else:  # one column of the last value; its type only when every trial agrees
+            stats = ("last",)
+            column_type = (
+                _METRIC_TYPES.get(found.pop(), _UNSPECIFIED) if len(found) == 1 else _UNSPECIFIED
+            )
+        metric_columns.extend(
             {
-                "column": f"{group}.{name}",
+                "column": f"{group}.{name}.{stat}",
                 "displayName": "",
-                "location": _GROUP_LOCATION.get(group, "LOCATION_TYPE_UNSPECIFIED"),
-                "type": _NUMBER,
+                "location": location,
+                "type": column_type,
             }
+            for stat in stats
         )
-    return columns
+    return columns[: len(EXPERIMENT_COLUMNS)] + metric_columns + columns[len(EXPERIMENT_COLUMNS) :]
