@@ -303,6 +303,10 @@ def create_app(master: Master) -> FastAPI:
         )
         return JSONResponse(error_body(500, f"internal error: {exc}"), status_code=500)
 
+    # Six metric-read routes first: /api/v1/trials/time-series must not match /trials/{trial_id}.
+    from determined.master._api import _metric_series
+
+    app.include_router(_metric_series.router)
     # Routes match in registration order: the trial-reporting routes, hit by every running trial many
     # times a second, come first so a request does not try every other route's pattern before them.
     app.include_router(_trials.router)

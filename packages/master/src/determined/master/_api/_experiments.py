@@ -183,7 +183,10 @@ def list_experiments(
     stmt = select(Experiment).where(Experiment.state != "DELETED")
     stmt = stmt.where(experiments_visible(visible(request, principal, P.VIEW_EXPERIMENT_METADATA)))
     if q.get("archived") not in (None, ""):
-        stmt = stmt.where(Experiment.archived.is_(bool_param(q.get("archived"))))
+        archived = bool_param(q.get("archived"))
+        stmt = stmt.where(Experiment.archived.is_(archived))
+        if not archived and not q.get("projectId"):  # as upstream: nor in an archived project
+            stmt = stmt.where(Experiment.project_id.in_(_unarchived_projects()))
     states = [unstate(s) for s in q.getlist("states") if s]
     if states:
         stmt = stmt.where(Experiment.state.in_(states))
@@ -216,6 +219,17 @@ def list_experiments(
             "experiments": [_serialize.experiment(session, r) for r in page],
             "pagination": pagination(offset, limit, len(page), total),
         }
+
+
+def _unarchived_projects() -> Any:
+    """The ids of the projects that are not archived, nor in an archived workspace."""
+    from determined.master.db import Project, Workspace
+
+    return (
+        select(Project.id)
+        .join(Workspace, Workspace.id == Project.workspace_id)
+        .where(Project.archived.is_(False), Workspace.archived.is_(False))
+    )
 
 
 def _id_and_project_filters(stmt: Any, q: Any) -> Any:
