@@ -5,6 +5,9 @@ experiment listings that hide archived projects and workspaces."""
 
 from __future__ import annotations
 
+import csv
+import datetime
+import io
 import json
 import threading
 import uuid
@@ -60,12 +63,17 @@ def _refused(client: Client, path: str, status: int, *fields: str, **params: Any
 def single(client: Client) -> dict[str, int]:
     """A completed single-trial experiment in a project of its own: training ``loss`` 1/step and
     ``epoch`` at steps 1..5, validation ``loss`` 1/step and ``batches`` at steps 2, 4 and 5."""
-    _, project_id = _project(client)
+    workspace_id, project_id = _project(client)
     config = exp_config(hyperparameters={"steps": 5, "validate_every": 2})
     exp_id = _create(client, config, project_id=project_id)
     _completed(client, exp_id)
     trial_id = int(client.trials(exp_id)[0]["id"])
-    return {"experiment": exp_id, "trial": trial_id, "project": project_id}
+    return {
+        "experiment": exp_id,
+        "trial": trial_id,
+        "project": project_id,
+        "workspace": workspace_id,
+    }
 
 
 def _time_series(client: Client, **params: Any) -> list[dict[str, Any]]:
@@ -357,3 +365,19 @@ def test_listing_hides_archived_projects_and_workspaces(client: Client) -> None:
     assert not {in_first, in_second} & listed(archived="false")
     assert {in_first, in_second} <= listed()
     assert in_first not in listed(archived="true")  # the experiment itself is not archived
+
+
+def test_allocation_csv_names_the_workspace(client: Client, single: dict[str, int]) -> None:
+    """Each row of the allocation CSV names the workspace of its experiment."""
+    workspace = client.get(f"/api/v1/workspaces/{single['workspace']}")["workspace"]["name"]
+    now = datetime.datetime.now(datetime.timezone.utc)
+    params = {
+        "timestamp_after": (now - datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "timestamp_before": (now + datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    r = client.request("GET", "/resources/allocation/allocations-csv", params=params)
+    assert r.status_code == 200, r.text
+    rows = list(csv.DictReader(io.StringIO(r.text)))
+    mine = [row for row in rows if row["experiment_id"] == str(single["experiment"])]
+    assert mine, r.text
+    assert {row["workspace_name"] for row in mine} == {workspace}

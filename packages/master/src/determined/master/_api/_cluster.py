@@ -462,7 +462,7 @@ def allocations_csv(request: Request, p: Principal = Depends(authenticate)) -> R
             u.allocation_id,
             u.task_type,
             u.username,
-            "Uncategorized",
+            u.workspace_name,
             u.experiment_id or "",
             u.slots,
             ts(u.start_time) or "",

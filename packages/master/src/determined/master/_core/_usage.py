@@ -12,9 +12,21 @@ import datetime
 from collections import defaultdict
 
 from sqlalchemy import and_, or_, select
+from sqlalchemy.orm import aliased
 
 from determined.master._wire import APIError, as_utc
-from determined.master.db import Allocation, Database, Experiment, Run, Task, User, utcnow
+from determined.master.db import (
+    Allocation,
+    Database,
+    Experiment,
+    NtscTask,
+    Project,
+    Run,
+    Task,
+    User,
+    Workspace,
+    utcnow,
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,6 +45,9 @@ class Usage:
     end_time: datetime.datetime | None
     seconds: float
     """Wall-clock seconds inside the range (not multiplied by slots)."""
+    workspace_name: str = ""
+    """The workspace of the allocation's experiment or command (its current one: det does not
+    record where it was when the allocation ran)."""
 
     @property
     def slot_seconds(self) -> float:
@@ -77,13 +92,25 @@ class ResourceUsage:
         if start > end:
             raise APIError(400, "start time cannot be after end time")
         now = utcnow()
+        task_workspace = aliased(Workspace)
         with self._db.read() as session:
             rows = session.execute(
-                select(Allocation, Task.task_type, Experiment, User)
+                select(
+                    Allocation,
+                    Task.task_type,
+                    Experiment,
+                    User,
+                    Workspace.name,
+                    task_workspace.name,
+                )
                 .join(Task, Task.task_id == Allocation.task_id, isouter=True)
                 .join(Run, Run.id == Allocation.trial_id, isouter=True)
                 .join(Experiment, Experiment.id == Run.experiment_id, isouter=True)
                 .join(User, User.id == Experiment.owner_id, isouter=True)
+                .join(Project, Project.id == Experiment.project_id, isouter=True)
+                .join(Workspace, Workspace.id == Project.workspace_id, isouter=True)
+                .join(NtscTask, NtscTask.task_id == Allocation.task_id, isouter=True)
+                .join(task_workspace, task_workspace.id == NtscTask.workspace_id, isouter=True)
                 .where(
                     Allocation.start_time.is_not(None),
                     Allocation.start_time <= end,
@@ -92,7 +119,7 @@ class ResourceUsage:
                 .order_by(Allocation.start_time, Allocation.allocation_id)
             ).all()
         usages = []
-        for alloc, task_type, exp, user in rows:
+        for alloc, task_type, exp, user, exp_workspace, ntsc_workspace in rows:
             began = as_utc(alloc.start_time)
             ended = as_utc(alloc.end_time)
             assert began is not None
@@ -110,6 +137,7 @@ class ResourceUsage:
                     start_time=began,
                     end_time=ended,
                     seconds=max(inside, 0.0),
+                    workspace_name=exp_workspace or ntsc_workspace or "",
                 )
             )
         return usages
