@@ -56,6 +56,9 @@ class MasterConfig:
         tls_key: the ``--tls-key`` flag (overrides ``security.tls.key``).
         db_busy_timeout_s: SQLite only: how long a write waits for a lock another process holds
             on the database file before the request gets a 503 "database is locked" (30 s).
+        webhooks: upstream's section: ``signing_key`` (the HMAC key of webhooks' signature
+            header; random per start when unset) and ``base_url`` (the web UI's address, for
+            links in Slack messages).
     """
 
     host: str = "127.0.0.1"
@@ -75,6 +78,7 @@ class MasterConfig:
     tls_cert: str | None = None
     tls_key: str | None = None
     db_busy_timeout_s: float = 30.0
+    webhooks: dict[str, Any] | None = None
 
     def limits_config(self) -> Limits:
         """The parsed ``limits`` section."""

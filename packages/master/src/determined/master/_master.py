@@ -155,6 +155,7 @@ class Master:
             self.cluster_id,
         )
         self._manager.authz.configure(*self.config.authz_settings())
+        self._manager.webhooks.configure(self.config.webhooks)
         self._manager.tokens.settings = TokenSettings.from_security(self.config.security)
         self._manager.tasks.limits = self.config.limits_config()
         _context.allow_contexts_up_to(self._manager.tasks.limits.max_context_bytes)

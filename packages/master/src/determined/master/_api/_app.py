@@ -349,6 +349,9 @@ def create_app(master: Master) -> FastAPI:
     from determined.master._api import _rbac
 
     app.include_router(_rbac.router)
+    from determined.master._api import _webhooks
+
+    app.include_router(_webhooks.router)
     from determined.master._api import _commands, _notebooks, _proxy
 
     app.include_router(_commands.router)

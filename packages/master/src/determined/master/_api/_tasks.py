@@ -19,6 +19,7 @@ from determined.master._api._access import (
     on_allocation,
     on_task,
     on_trial,
+    require_experiment,
     require_log_tasks,
     require_trial,
 )
@@ -440,14 +441,22 @@ def custom_webhook(
     body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
-    """``core.alert()``: no webhooks are configured locally, so the alert goes to the trial's logs."""
+    """``core.alert()``: the alert goes to the trial's logs and to the CUSTOM triggers of the
+    webhooks its experiment names (``integrations.webhooks``)."""
     raw = body.get("data")
     data: dict[str, Any] = raw if isinstance(raw, dict) else {}
-    trial_id = int_param(get(body, "trial_id"), "trialId")
+    trial_id = int_param(get(body, "trial_id"), "trialId") or None
+    exp_id = int_param(get(body, "experiment_id"), "experimentId") or None
     if trial_id is not None:
         require_trial(request, p, trial_id, P.UPDATE_EXPERIMENT)
+        with master_of(request).db.read() as session:
+            exp_id = session.scalar(select(Run.experiment_id).where(Run.id == trial_id))
+    elif exp_id is not None:
+        require_experiment(request, p, exp_id, P.UPDATE_EXPERIMENT)
     level = str(data.get("level") or "LOG_LEVEL_INFO")
     text = f"alert: {data.get('title', '')}: {data.get('description', '')}"
     if trial_id is not None:
         trial_records_of(request).alert(trial_id, text, level)
+    if exp_id is not None:
+        master_of(request).manager.webhooks.custom(exp_id, trial_id, data)
     return {}

@@ -30,6 +30,7 @@
     Authz               built-in roles and the one authorization check every route makes
     Groups              user groups and their members
     Roles               role assignments to users and groups, and what a user holds
+    Webhooks            webhooks, their triggers, and delivery of the events they send
 
 Each service gets only the services it uses; the REST routes use ``experiments``,
 ``searcher_operations``, ``trial_records``, ``accounts``, ``allocations`` and ``metrics_writer``.
@@ -71,6 +72,7 @@ from determined.master._core._trial_records import TrialRecords
 from determined.master._core._trial_sources import TrialSources
 from determined.master._core._unmanaged import UnmanagedRuns
 from determined.master._core._usage import ResourceUsage
+from determined.master._core._webhooks import Webhooks
 from determined.master._core._workspaces import Workspaces
 from determined.master.db import Database, utcnow
 
@@ -128,6 +130,7 @@ class Manager:
         self.notebooks = Notebooks(self.tasks, "127.0.0.1" if local else "0.0.0.0")
         self.templates = Templates(db)
         self.experiment_labels = ExperimentLabels(self.transactions, db)
+        self.webhooks = Webhooks(db, self.authz)
         self._metrics_writer: MetricsWriter | None = None
         self._metrics_writer_lock = threading.Lock()
 
@@ -161,6 +164,7 @@ class Manager:
         self.events.start()
         self.unmanaged.start_watchdog()
         self.tasks.start_watchdog()
+        self.webhooks.start()
 
     def wait_idle(self, timeout: float = 10.0) -> None:
         """Block until queued resource-manager events are handled (tests and shutdown)."""
@@ -183,6 +187,7 @@ class Manager:
         self.events.stop()
         self.allocations.close()
         self.unmanaged.stop_watchdog()
+        self.webhooks.stop()
         self.notebooks.close()
         self.tasks.close()
 
