@@ -1,17 +1,21 @@
-"""``det agent list`` and ``det slot list``: the machines the master schedules on and their slots.
+"""``det agent list|enable|disable`` and ``det slot list|enable|disable``: the machines the master
+schedules on and their slots, and the admins' switches on them.
 
 With the local resource manager there is one agent, this machine (its host name), with one slot
 per GPU (or per CPU slot); with Ray, one agent per resource pool. ``det slot list`` shows each
-slot's allocation and task, ``FREE`` when nothing holds it.
+slot's allocation and task, ``FREE`` when nothing holds it. A disabled agent or slot takes no new
+work; disabling kills what runs there unless ``--drain`` lets it finish (docs/agents.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
+from collections.abc import Callable
 from typing import Any
 
-from determined.cli import _render, _session
+from determined.cli import _errors, _render, _session
 from determined.cli._declarative import Arg, Cmd, Group
 
 _DEVICE_TYPES = {"TYPE_CUDA": "cuda", "TYPE_ROCM": "rocm", "TYPE_CPU": "cpu"}
@@ -119,6 +123,73 @@ def list_slots(args: argparse.Namespace) -> None:
     _render.print_table(headers, [list(s.values()) for s in slots], as_csv=args.csv)
 
 
+def patch_agent(enabled: bool) -> Callable[[argparse.Namespace], None]:
+    """``det agent enable|disable AGENT_ID|--all``; ``--drain`` lets running work finish and
+    lists the tasks still running on the drained agents."""
+
+    def patch(args: argparse.Namespace) -> None:
+        action = "enable" if enabled else "disable"
+        if args.all == bool(args.agent_id):
+            raise _errors.CliError(
+                f"give an agent id or --all (not both); see `det agent {action} --help`"
+            )
+        cluster = _session.api(args).cluster
+        agent_ids = [args.agent_id] if args.agent_id else [str(a["id"]) for a in _agents(args)]
+        drain = bool(getattr(args, "drain", False)) and not enabled
+        for agent_id in agent_ids:
+            if enabled:
+                cluster.enable_agent(agent_id)
+            else:
+                cluster.disable_agent(agent_id, drain=drain)
+            print(f"{'Enabled' if enabled else 'Disabled'} agent {agent_id}.", file=sys.stderr)
+        if drain:
+            _print_tasks_on(args, agent_ids)
+
+    return patch
+
+
+def _print_tasks_on(args: argparse.Namespace, agent_ids: list[str]) -> None:
+    """The tasks still running on ``agent_ids`` (after a drain)."""
+    summaries = _session.api(args).cluster.tasks().get("allocationIdToSummary") or {}
+    on_agents = {
+        aid: s
+        for aid, s in summaries.items()
+        if any(
+            a in agent_ids for r in s.get("resources") or [] for a in r.get("agentDevices") or {}
+        )
+    }
+    if args.json:
+        _render.print_json(on_agents)
+        return
+    if not args.csv:
+        print(
+            "Tasks still in progress on draining nodes."
+            if on_agents
+            else "No tasks in progress on draining nodes."
+        )
+    rows = [
+        [s.get("taskId"), aid, s.get("name"), s.get("slotsNeeded")] for aid, s in on_agents.items()
+    ]
+    if rows or args.csv:
+        headers = ["Task ID", "Allocation ID", "Name", "Slots Needed"]
+        _render.print_table(headers, rows, as_csv=args.csv)
+
+
+def patch_slot(enabled: bool) -> Callable[[argparse.Namespace], None]:
+    """``det slot enable|disable AGENT_ID SLOT_ID``."""
+
+    def patch(args: argparse.Namespace) -> None:
+        cluster = _session.api(args).cluster
+        slot_id = str(args.slot_id)
+        if enabled:
+            cluster.enable_slot(args.agent_id, slot_id)
+        else:
+            cluster.disable_slot(args.agent_id, slot_id)
+        print(f"{'Enabled' if enabled else 'Disabled'} slot {slot_id} of agent {args.agent_id}")
+
+    return patch
+
+
 def _format_args() -> list[Any]:
     return [
         Group(
@@ -128,17 +199,52 @@ def _format_args() -> list[Any]:
     ]
 
 
+def _agent_args(action: str) -> list[Any]:
+    return [
+        Group(
+            Arg("agent_id", help="agent ID", nargs="?"),
+            Arg("--all", action="store_true", help=f"{action} all agents"),
+        )
+    ]
+
+
+def _slot_args() -> list[Any]:
+    return [Arg("agent_id", help="agent ID"), Arg("slot_id", type=int, help="slot ID")]
+
+
 COMMANDS = [
     Cmd(
         "a|gent",
         None,
         "manage agents",
-        [Cmd("list ls", list_agents, "list agents", _format_args(), default=True)],
+        [
+            Cmd("list ls", list_agents, "list agents", _format_args(), default=True),
+            Cmd("enable", patch_agent(True), "enable agent", _agent_args("enable")),
+            Cmd(
+                "disable",
+                patch_agent(False),
+                "disable agent",
+                [
+                    *_agent_args("disable"),
+                    Arg(
+                        "--drain",
+                        action="store_true",
+                        help="let the tasks running on the agents finish (and list them);"
+                        " without it they are killed (trials run again once enabled)",
+                    ),
+                    *_format_args(),
+                ],
+            ),
+        ],
     ),
     Cmd(
         "s|lot",
         None,
         "manage slots",
-        [Cmd("list ls", list_slots, "list slots in cluster", _format_args(), default=True)],
+        [
+            Cmd("list ls", list_slots, "list slots in cluster", _format_args(), default=True),
+            Cmd("enable", patch_slot(True), "enable slot on agent", _slot_args()),
+            Cmd("disable", patch_slot(False), "disable slot on agent", _slot_args()),
+        ],
     ),
 ]

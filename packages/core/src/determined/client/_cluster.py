@@ -78,6 +78,36 @@ class ClusterClient:
         """Every agent with its ``slots`` (and the ``container`` holding each busy one)."""
         return r.call(self.session, r.AGENTS)
 
+    def agent(self, agent_id: str) -> dict[str, Any]:
+        """One agent (``agent``): its slots, containers and switches."""
+        return r.call(self.session, r.AGENT_GET, agent_id=agent_id)
+
+    def enable_agent(self, agent_id: str) -> dict[str, Any]:
+        """Let an agent and its slots take new work again (admins); the ``agent``."""
+        return r.call(self.session, r.AGENT_ENABLE, agent_id=agent_id)
+
+    def disable_agent(self, agent_id: str, *, drain: bool = False) -> dict[str, Any]:
+        """No new work on an agent (admins); its running work is killed unless ``drain``."""
+        return r.call(self.session, r.AGENT_DISABLE, body={"drain": drain}, agent_id=agent_id)
+
+    def slot(self, agent_id: str, slot_id: str) -> dict[str, Any]:
+        """One slot of an agent (``slot``)."""
+        return r.call(self.session, r.SLOT_GET, agent_id=agent_id, slot_id=slot_id)
+
+    def enable_slot(self, agent_id: str, slot_id: str) -> dict[str, Any]:
+        """Let one slot take new work again (admins); the ``slot``."""
+        return r.call(self.session, r.SLOT_ENABLE, agent_id=agent_id, slot_id=slot_id)
+
+    def disable_slot(self, agent_id: str, slot_id: str, *, drain: bool = False) -> dict[str, Any]:
+        """No new work on one slot (admins); what runs on it is killed unless ``drain``."""
+        return r.call(
+            self.session,
+            r.SLOT_DISABLE,
+            body={"drain": drain},
+            agent_id=agent_id,
+            slot_id=slot_id,
+        )
+
     def tasks(self) -> dict[str, Any]:
         """The allocations holding slots (``allocationIdToSummary``)."""
         return r.call(self.session, r.TASKS)

@@ -314,6 +314,16 @@ CLUSTER_MESSAGE_CLEAR = _route(
 )
 RESOURCE_POOLS = _route("cluster.resource_pools", "GET", "/api/v1/resource-pools")
 AGENTS = _route("cluster.agents", "GET", "/api/v1/agents")
+AGENT_GET = _route("cluster.agent", "GET", "/api/v1/agents/{agent_id}")
+AGENT_ENABLE = _route("cluster.enable_agent", "POST", "/api/v1/agents/{agent_id}/enable", True)
+AGENT_DISABLE = _route("cluster.disable_agent", "POST", "/api/v1/agents/{agent_id}/disable", True)
+SLOT_GET = _route("cluster.slot", "GET", "/api/v1/agents/{agent_id}/slots/{slot_id}")
+SLOT_ENABLE = _route(
+    "cluster.enable_slot", "POST", "/api/v1/agents/{agent_id}/slots/{slot_id}/enable", True
+)
+SLOT_DISABLE = _route(
+    "cluster.disable_slot", "POST", "/api/v1/agents/{agent_id}/slots/{slot_id}/disable", True
+)
 JOB_QUEUE = _route("cluster.jobs", "GET", "/api/v1/job-queues")
 JOB_QUEUE_V2 = _route("cluster.jobs_v2", "GET", "/api/v1/job-queues-v2")
 JOB_QUEUE_UPDATE = _route("cluster.update_jobs", "POST", "/api/v1/job-queues", False)

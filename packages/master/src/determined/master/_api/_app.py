@@ -340,6 +340,9 @@ def create_app(master: Master) -> FastAPI:
     app.include_router(_unmanaged.router)
     app.include_router(_trial_sources.router)
     app.include_router(_cluster.router)
+    from determined.master._api import _agents
+
+    app.include_router(_agents.router)
     from determined.master._api import _projects
 
     app.include_router(_projects.router)

@@ -1,7 +1,8 @@
-"""Cluster routes: the cluster-wide message, agents and slots, the job queue, and resource usage.
+"""Cluster routes: the cluster-wide message, the tasks holding slots, the job queue, and resource
+usage (agents and slots: ``_agents``).
 
 Paths and JSON shapes are upstream's (``GetClusterMessage``/``SetClusterMessage``/
-``DeleteClusterMessage``, ``GetAgents``, ``GetJobs``/``GetJobsV2``, ``ResourceAllocationRaw``/
+``DeleteClusterMessage``, ``GetTasks``, ``GetJobs``/``GetJobsV2``, ``ResourceAllocationRaw``/
 ``ResourceAllocationAggregated``, and the CSV reports under ``/resources/allocation/``).
 """
 
@@ -15,7 +16,6 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from determined.master import __version__
 from determined.master._api._access import (
     P,
     mask_jobs,
@@ -36,7 +36,7 @@ from determined.master._api._deps import (
     tasks_of,
 )
 from determined.master._core._cluster_messages import Notice
-from determined.master._core._cluster_view import JOB_STATES, Agent, Job, TaskSummary
+from determined.master._core._cluster_view import JOB_STATES, Job, TaskSummary
 from determined.master._core._experiments import ExperimentPatch
 from determined.master._core._usage import Period, Usage, parse_day
 from determined.master._wire import APIError, get, pagination, parse_ts, ts
@@ -99,70 +99,7 @@ def clear_cluster_message(request: Request, p: Principal = Depends(authenticate)
     return {}
 
 
-# ---- agents and slots ------------------------------------------------------------------------------
-
-
-def _agent_json(agent: Agent) -> dict[str, Any]:
-    device_type = {"cuda": "TYPE_CUDA", "rocm": "TYPE_ROCM", "cpu": "TYPE_CPU"}
-    slots = {}
-    containers = {}
-    for slot in agent.slots:
-        entry: dict[str, Any] = {
-            "id": str(slot.slot_id),
-            "device": {
-                "id": slot.slot_id,
-                "brand": slot.brand,
-                "uuid": slot.uuid,
-                "type": device_type.get(slot.device_type, "TYPE_UNSPECIFIED"),
-            },
-            "enabled": True,
-            "draining": False,
-            "container": None,  # upstream emits it unpopulated for a free slot
-        }
-        if slot.allocation_id is not None:
-            container = {
-                "id": slot.allocation_id,
-                "state": "STATE_RUNNING",
-                "devices": [entry["device"]],
-                "permissionDenied": False,
-            }
-            entry["container"] = container
-            containers[slot.allocation_id] = container
-        slots[str(slot.slot_id)] = entry
-    return {
-        "id": agent.agent_id,
-        "registeredTime": ts(agent.registered_time),
-        "slotStats": _slot_stats(list(slots.values())),
-        "slots": slots,
-        "containers": containers,
-        "resourcePools": [agent.resource_pool],
-        "addresses": [agent.address],
-        "enabled": True,
-        "draining": False,
-        "version": __version__,  # the master's own agents
-    }
-
-
-def _slot_stats(slots: list[dict[str, Any]]) -> dict[str, Any]:
-    """Upstream's ``v1SlotStats``: slot counts by device type and by brand, with container states."""
-    by_type: dict[str, dict[str, Any]] = {}
-    by_brand: dict[str, dict[str, Any]] = {}
-    for slot in slots:
-        device = slot["device"]
-        for table, key in ((by_type, device["type"]), (by_brand, device["brand"] or "")):
-            stats = table.setdefault(key, {"disabled": 0, "draining": 0, "total": 0, "states": {}})
-            stats["total"] += 1
-            if slot.get("container"):
-                state = slot["container"]["state"]
-                stats["states"][state] = stats["states"].get(state, 0) + 1
-    return {"typeStats": by_type, "brandStats": by_brand}
-
-
-@router.get("/api/v1/agents")
-def get_agents(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
-    """The machines (or Ray pools) with their slots and the allocations holding them."""
-    agents = [_agent_json(a) for a in cluster_view_of(request).agents()]
-    return {"agents": agents, "pagination": pagination(0, 0, len(agents), len(agents))}
+# ---- tasks (the agents and slots are ``_agents``'s) -------------------------------------------------
 
 
 def _task_json(task: TaskSummary, agent_id: str) -> dict[str, Any]:

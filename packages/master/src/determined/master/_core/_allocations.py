@@ -66,8 +66,19 @@ class AllocState:
     cancelled: bool = False
     kill_requested: bool = False
     preemption_timed_out: bool = False
+    evicted: bool = False
+    """Killed because its agent or slot was disabled: its exit reschedules the trial, uncounted."""
     exited: bool = False
     timer: threading.Timer | None = None
+
+    def preempted_by_kill(self, failed: bool) -> str | None:
+        """Why the master killed this allocation as a preemption rather than a crash (it ignored
+        its preemption signal, or its agent or slot was disabled), for its exit; else None."""
+        if self.preemption_timed_out:
+            return "killed after the preemption timeout"
+        if self.evicted and failed:
+            return "killed: its agent or slot was disabled"
+        return None
 
 
 class Allocations:
@@ -212,6 +223,12 @@ class Allocations:
         if alloc.launched:
             aid = alloc.allocation_id
             self._transactions.effect(lambda: self._rm.kill(aid))
+
+    def evict(self, alloc: AllocState) -> None:
+        """Kill ``alloc`` because the agent or slot it runs on was disabled (upstream's force
+        kill): its exit is a preemption, not a crash, so the trial is scheduled again."""
+        alloc.evicted = True
+        self.kill(alloc)
 
     def mark_exited(
         self, session: Session, allocation_id: str, exit_code: int | None, error: str | None

@@ -50,6 +50,8 @@ class Slot:
     brand: str
     uuid: str
     allocation_id: str | None
+    enabled: bool = True
+    draining: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +63,8 @@ class Agent:
     slots: list[Slot]
     registered_time: datetime.datetime
     address: str
+    enabled: bool = True
+    draining: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,7 +237,24 @@ class ClusterView:
                         allocation_id=holder,
                     )
                 )
-            agent_id = host if describe.get("type") == "local" else f"{describe.get('type')}-{pool}"
+            agent_id = _agent_id(describe, pool, host)
             address = str(describe.get("address") or host)
             agents.append(Agent(agent_id, pool, slots, self._started, address))
         return agents
+
+    def pool_of_agent(self, agent_id: str) -> str | None:
+        """The resource pool whose agent is ``agent_id`` (also one that has no slots yet, after
+        a restart), or None when the id cannot be one of this resource manager's agents."""
+        for agent in self.agents():
+            if agent.agent_id == agent_id:
+                return agent.resource_pool
+        kind = str(self._rm.describe().get("type"))
+        prefix = f"{kind}-"
+        if kind != "local" and agent_id.startswith(prefix) and len(agent_id) > len(prefix):
+            return agent_id[len(prefix) :]
+        return None
+
+
+def _agent_id(describe: dict[str, Any], pool: str, host: str) -> str:
+    """This machine's host name for the local RM's one pool; ``<rm type>-<pool>`` else."""
+    return host if describe.get("type") == "local" else f"{describe.get('type')}-{pool}"

@@ -332,9 +332,9 @@ class AllocationEvents:
             else:
                 message = _exit_message(run, exit_code)
             failed = error is not None or exit_code != 0
-            if alloc.preemption_timed_out:
-                # Killed by us after ignoring the preemption signal: a preemption, not a crash.
-                message += " (killed after the preemption timeout)"
+            note = alloc.preempted_by_kill(failed)
+            if note is not None:  # killed by us: a preemption, not a crash
+                message += f" ({note})"
                 failed = False
                 alloc.acked = True
             master_log(

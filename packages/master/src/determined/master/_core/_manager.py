@@ -31,6 +31,7 @@
     Groups              user groups and their members
     Roles               role assignments to users and groups, and what a user holds
     Webhooks            webhooks, their triggers, and delivery of the events they send
+    AgentStates         admins' enable/disable/drain of agents and slots, kept across restarts
 
 Each service gets only the services it uses; the REST routes use ``experiments``,
 ``searcher_operations``, ``trial_records``, ``accounts``, ``allocations`` and ``metrics_writer``.
@@ -43,6 +44,7 @@ import threading
 from typing import Any
 
 from determined.master._core._accounts import Accounts
+from determined.master._core._agent_states import AgentStates
 from determined.master._core._allocations import Allocations
 from determined.master._core._authz import Authz
 from determined.master._core._checkpoints import Checkpoints
@@ -125,6 +127,9 @@ class Manager:
         self.log_settings = LogSettings()
         self.tasks = Tasks(db, rm, data_dir, cluster_id, lambda: self.events.master_url)
         self.events.tasks = self.tasks
+        self.agent_states = AgentStates(
+            db, rm, self.cluster_view, self.transactions, self.allocations, self.tasks
+        )
         local = type(rm).__name__ == "LocalResourceManager"  # else the proxy reaches another host
         self.tensorboards = Tensorboards(db, self.tasks, rm, "127.0.0.1" if local else "0.0.0.0")
         self.notebooks = Notebooks(self.tasks, "127.0.0.1" if local else "0.0.0.0")
@@ -172,6 +177,7 @@ class Manager:
 
     def recover(self) -> None:
         """Resume every non-terminal experiment after a (re)start of the master."""
+        self.agent_states.restore()  # before anything is scheduled
         recover(self.transactions, self._rm, self.searcher_states, self.lifecycle, self.trial_exits)
         self.tasks.recover()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from determined.master.db._agent_models import AgentState, SlotState
 from determined.master.db._engine import Database
 from determined.master.db._models import (
     Allocation,
@@ -52,6 +53,7 @@ __all__ = [
     "DEFAULT_PROJECT_ID",
     "DEFAULT_WORKSPACE_ID",
     "UNCATEGORIZED",
+    "AgentState",
     "Allocation",
     "Base",
     "Checkpoint",
@@ -71,6 +73,7 @@ __all__ = [
     "Project",
     "RoleAssignment",
     "Run",
+    "SlotState",
     "StorageBackend",
     "Task",
     "TaskLog",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Collection
 from typing import Any
 
 from determined.master.rm._types import (
@@ -61,6 +62,18 @@ class ResourceManager(abc.ABC):
         max_slots: int | Unset | None = UNSET,
     ) -> None:
         """Change a job's priority, weight or ``max_slots`` (``None`` removes the cap)."""
+
+    def set_disabled(
+        self, resource_pool: str, slot_ids: Collection[int] = (), *, node: bool = False
+    ) -> None:
+        """Take ``slot_ids`` of ``resource_pool`` (``node``: the pool's whole node, requests for 0
+        slots included) out of scheduling: no new allocation starts there, running ones go on.
+        A call replaces the previous one for the pool; ``set_disabled(pool)`` enables it all.
+
+        Raises:
+            ValueError: when this resource manager cannot disable slots (this default).
+        """
+        raise ValueError(f"{type(self).__name__} cannot disable agents or slots")
 
     @abc.abstractmethod
     def reap_orphan(self, pid: int) -> bool:

@@ -20,6 +20,10 @@ The rules, applied by :meth:`PriorityScheduler.schedule` on every pass:
    requests (plus those of higher priority), and as running allocations are released it gets
    its slots. ``max_bypass=0`` gives strict in-order scheduling.
 
+7. Disabled slots (``set_disabled``) take no new work; what runs on them keeps them until it is
+   released. A disabled node (``node=True``, upstream's disabled agent) starts nothing, not even a
+   request for 0 slots. A request waits while too few of the slots are enabled; it is not refused.
+
 ``weight`` is recorded (the fair-share scheduler of upstream used it) but does not change the
 order of this scheduler. There is no preemption: a running allocation keeps its slots until it
 is released.
@@ -27,6 +31,7 @@ is released.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,6 +85,8 @@ class PriorityScheduler:
         self._bypassed: dict[str, int] = {}
         self._running: dict[str, Running] = {}
         self._jobs: dict[str, JobLimits] = {}
+        self._disabled_slots: frozenset[int] = frozenset()
+        self._node_disabled = False
 
     # -------------------------------------------------------------------------------------------
     # inputs
@@ -127,6 +134,12 @@ class PriorityScheduler:
             weight=weight if weight is not None else old.weight,
             max_slots=old.max_slots if isinstance(max_slots, Unset) else max_slots,
         )
+
+    def set_disabled(self, slot_ids: Iterable[int] = (), *, node: bool = False) -> None:
+        """Slots that take no new work (``node``: the whole node, 0-slot requests included);
+        a call replaces the previous one, so ``set_disabled()`` enables everything again."""
+        self._disabled_slots = frozenset(slot_ids)
+        self._node_disabled = node
 
     # -------------------------------------------------------------------------------------------
     # views
@@ -177,8 +190,11 @@ class PriorityScheduler:
         return sum(len(r.slot_ids) for r in self._running.values())
 
     def free_slots(self) -> list[int]:
-        """The free slot ids, ascending."""
+        """The slot ids that are free and enabled, ascending."""
+        if self._node_disabled:
+            return []
         taken = {slot for r in self._running.values() for slot in r.slot_ids}
+        taken |= self._disabled_slots
         return [slot for slot in range(self.total_slots) if slot not in taken]
 
     def bypass_count(self, allocation_id: str) -> int:
@@ -208,6 +224,8 @@ class PriorityScheduler:
             job_used[job_id] = job_used.get(job_id, 0) + len(running.slot_ids)
 
         starts: list[Start] = []
+        if self._node_disabled:
+            return starts
         for request in ordered:
             if request.slots == 0:
                 starts.append(self._start(request, []))

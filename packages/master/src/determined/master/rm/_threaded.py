@@ -38,7 +38,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from determined.master.rm._base import ResourceManager
@@ -80,6 +80,8 @@ class ThreadedResourceManager(ResourceManager):
         self._assigned: dict[str, Assignment] = {}
         self._launched: list[threading.Event] = []
         self._slot_type = "cpu"
+        self._disabled: dict[str, tuple[frozenset[int], bool]] = {}
+        """Per pool: the disabled slots and whether the whole node is (see ``set_disabled``)."""
 
     # -------------------------------------------------------------------------------------------
     # what subclasses implement
@@ -164,6 +166,9 @@ class ThreadedResourceManager(ResourceManager):
             with self._cond:
                 if self._closed:
                     return
+                for pool, scheduler in self._schedulers.items():
+                    slot_ids, node = self._disabled.get(pool, (frozenset(), False))
+                    scheduler.set_disabled(slot_ids, node=node)  # also pools found since
                 work = [
                     self._on_start_locked(pool, start)
                     for pool, scheduler in self._schedulers.items()
@@ -245,6 +250,19 @@ class ThreadedResourceManager(ResourceManager):
                 scheduler.set_job_limits(
                     job_id, priority=priority, weight=weight, max_slots=max_slots
                 )
+            self._wake()
+
+    def set_disabled(
+        self, resource_pool: str, slot_ids: Collection[int] = (), *, node: bool = False
+    ) -> None:
+        """No new allocation starts on ``slot_ids`` of ``resource_pool`` (``node``: on none of
+        its slots, nor a 0-slot one); a pool this RM does not know yet keeps it for when it
+        appears. The queue is reconsidered (enabling lets waiting requests start)."""
+        with self._cond:
+            if slot_ids or node:
+                self._disabled[resource_pool] = (frozenset(slot_ids), node)
+            else:
+                self._disabled.pop(resource_pool, None)
             self._wake()
 
     # -------------------------------------------------------------------------------------------
