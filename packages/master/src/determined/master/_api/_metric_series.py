@@ -52,6 +52,12 @@ def _params(request: Request, name: str) -> list[str]:
     return [v for v in found if v != ""]
 
 
+def _ids(request: Request, name: str) -> list[int]:
+    """A repeated integer parameter's values, each once, in order; 400 naming it otherwise."""
+    field = _camel(name)
+    return list(dict.fromkeys(int(int_param(v, field) or 0) for v in _params(request, name)))
+
+
 def _count(request: Request, name: str, default: int) -> int:
     """A non-negative integer parameter (0 or absent: ``default``); 400 naming it otherwise."""
     field = _camel(name)
@@ -102,7 +108,7 @@ def _read(request: Request, fn: Callable[..., Any], *args: Any) -> Any:
 def compare_trials(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
     """Downsampled series of some metrics of some trials (upstream's ``CompareTrials``), each
     trial with one ``DownsampledMetrics`` per group that has points."""
-    trial_ids = list(dict.fromkeys(int_param(t, "trialIds") for t in _params(request, "trial_ids")))
+    trial_ids = _ids(request, "trial_ids")
     if not trial_ids:
         raise APIError(400, "trialIds: at least one trial id is required")
     for trial_id in trial_ids:
@@ -142,7 +148,7 @@ def metric_names_stream(
 ) -> StreamingResponse:
     """The metric names the experiments' trials report (upstream's ``ExpMetricNames``): the first
     line has the searcher metrics; every line only names not sent before."""
-    ids = sorted({int_param(x, "ids") for x in _params(request, "ids")})
+    ids = sorted(_ids(request, "ids"))
     if not ids:
         raise APIError(400, "ids: at least one experiment id is required")
     searcher: list[str] = []

@@ -83,7 +83,7 @@ def metric_ranges(session: Session, project_id: int) -> list[dict[str, Any]]:
                     continue
                 for stat in SUMMARY_STATISTICS:
                     number = entry.get(stat)
-                    if type(number) in (int, float) and math.isfinite(number):
+                    if isinstance(number, (int, float)) and math.isfinite(number):
                         values.setdefault(f"{group}.{name}.{stat}", []).append(float(number))
     ranges = [
         {"metricsName": name, "min": min(found), "max": max(found)}

@@ -248,9 +248,10 @@ def new_snapshot(
 
 
 def top_trials(session: Session, experiment: Experiment, max_trials: int) -> list[int]:
-    """The trials a sample follows (upstream's ``topTrials``): for adaptive searchers the ones that
-    validated furthest (best searcher metric first among equals), for the others the ones with the
-    best searcher metric; 400 for a ``single`` experiment, as upstream."""
+    """The trials a sample follows (upstream's ``topTrials``): for adaptive searchers, among the
+    trials that have validated, the furthest trained first (best searcher metric first among
+    equals); for the others the best searcher metric first; 400 for a ``single`` experiment, as
+    upstream."""
     searcher = (experiment.config or {}).get("searcher") or {}
     name = searcher.get("name")
     if name == "single":

@@ -98,9 +98,10 @@ def project_columns(session: Session, project_id: int) -> list[dict[str, Any]]:
                 for name, entry in entries.items():
                     kind = entry.get("type") if isinstance(entry, dict) else None
                     kinds.setdefault((group, name), set()).add(str(kind))
-    metric_columns = []
+    metric_columns: list[dict[str, Any]] = []
     for (group, name), found in sorted(kinds.items()):
         location = _GROUP_LOCATION.get(group, "LOCATION_TYPE_CUSTOM_METRIC")
+        stats: tuple[str, ...]
         if found == {"number"}:
             stats, column_type = SUMMARY_STATISTICS, _NUMBER
         else:  # one column of the last value; its type only when every trial agrees
