@@ -177,7 +177,13 @@ def test_checkpoint_rm_files(det: Det, api: Session, finished: dict[str, Any]) -
     assert "weights.bin" in before
     out = det.ok("c", "rm", uuid, "--glob", "weights.bin", "--yes")
     assert out.strip() == f"Removal of files from checkpoints {uuid} is in progress."
-    after = api.request("GET", f"/api/v1/checkpoints/{uuid}")["checkpoint"]
-    assert "weights.bin" not in after["resources"] and "step.txt" in after["resources"]
+    from cli.harness import wait_for
+
+    def removed() -> dict[str, Any] | None:  # a GC task removes them, after the command returns
+        checkpoint = api.request("GET", f"/api/v1/checkpoints/{uuid}")["checkpoint"]
+        return checkpoint if "weights.bin" not in checkpoint["resources"] else None
+
+    after = wait_for(removed, "the GC task removing weights.bin")
+    assert "step.txt" in after["resources"]
     assert after["state"] == "STATE_PARTIALLY_DELETED"
     assert "refreshing resources" in det.ok("c", "rm", uuid)

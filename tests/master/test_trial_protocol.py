@@ -153,8 +153,11 @@ def test_checkpoint_gc_and_delete(client: Any, config_of: Any, master: Any) -> N
     assert (storage / kept / "state.json").exists()
     r = client.request("DELETE", "/api/v1/checkpoints", json={"checkpointUuids": [kept]})
     assert r.status_code == 200, r.text
-    assert not (storage / kept / "state.json").exists()
     assert client.get(f"/api/v1/checkpoints/{kept}")["checkpoint"]["state"] == "STATE_DELETED"
+    deadline = time.monotonic() + 30  # a GC task deletes the files after the request returns
+    while (storage / kept / "state.json").exists():
+        assert time.monotonic() < deadline, "the GC task did not delete the files"
+        time.sleep(0.05)
 
 
 def test_continue_errored_trial(client: Any, config_of: Any) -> None:

@@ -244,7 +244,13 @@ def test_checkpoint_rm_and_download_through_master(master: Master, tmp_path: Any
         "/api/v1/checkpoints/rm",
         body={"checkpointUuids": [uuid], "checkpointGlobs": ["*.bin"]},
     )
-    after = s.request("GET", f"/api/v1/checkpoints/{uuid}")["checkpoint"]
+    from sdk.harness import poll
+
+    def checkpoint() -> dict[str, Any]:
+        return dict(s.request("GET", f"/api/v1/checkpoints/{uuid}")["checkpoint"])
+
+    # a GC task removes the files after the request returns
+    after = poll(lambda: (c := checkpoint())["state"] != "STATE_COMPLETED" and c, "the GC task")
     assert after["state"] == "STATE_PARTIALLY_DELETED"
     assert sorted(after["resources"]) == ["metadata.json", "state.json"]
     with pytest.raises(APIError, match="checkpointGlobs"):
@@ -258,7 +264,7 @@ def test_checkpoint_rm_and_download_through_master(master: Master, tmp_path: Any
         "/api/v1/checkpoints/rm",
         body={"checkpointUuids": [uuid], "checkpointGlobs": ["**/*"]},
     )
-    assert s.request("GET", f"/api/v1/checkpoints/{uuid}")["checkpoint"]["state"] == "STATE_DELETED"
+    poll(lambda: checkpoint()["state"] == "STATE_DELETED", "the GC task deleting every file")
     r = requests.get(f"{master.url}/checkpoints/{uuid}", headers=s.headers(), timeout=30)
     assert r.status_code == 400 and "DELETED" in r.json()["error"]["error"]
 

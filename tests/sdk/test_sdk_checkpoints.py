@@ -132,8 +132,13 @@ def test_metadata_edits_remove_files_and_delete(master: Master, tmp_path: pathli
         first.remove_metadata("note")  # type: ignore[arg-type]
 
     second.remove_files(["*.bin"])
-    second.reload()
-    assert second.state == CheckpointState.PARTIALLY_DELETED
+    from sdk.harness import poll
+
+    def removed() -> bool:  # a GC task removes them, after remove_files returns
+        second.reload()
+        return second.state == CheckpointState.PARTIALLY_DELETED
+
+    poll(removed, "the GC task removing *.bin")
     assert set(second.resources or {}) == {"metadata.json", "state.json"}
     assert not (pathlib.Path(second.download(str(tmp_path / "partial"))) / "weights.bin").exists()
 

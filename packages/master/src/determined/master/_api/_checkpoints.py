@@ -140,9 +140,8 @@ def delete_checkpoints(
     body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
-    """Delete checkpoints from their storage and mark them DELETED."""
-    from determined.master._core._gc import delete_checkpoints as gc_delete
-
+    """Mark checkpoints DELETED and start the GC tasks that delete their files (one per
+    experiment, ``Checkpoint GC (Experiment N)``); answers before the files are gone."""
     uuids = get(body, "checkpoint_uuids")
     if not isinstance(uuids, list) or not all(isinstance(u, str) for u in uuids):
         raise APIError(400, "checkpointUuids: must be a list of uuids")
@@ -160,7 +159,7 @@ def delete_checkpoints(
             "checkpointUuids: these checkpoints are registered in the model registry and cannot "
             f"be deleted (delete the model versions first): {listed}",
         )
-    gc_delete(master.db, uuids)
+    master.manager.checkpoint_gc.delete(uuids)
     return {}
 
 
@@ -170,10 +169,10 @@ def remove_checkpoint_files(
     body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
-    """Delete the files of checkpoints that match ``checkpointGlobs`` from their storage and
-    record what remains (an empty glob list only refreshes the recorded files)."""
+    """Start the GC tasks that delete the files of checkpoints matching ``checkpointGlobs`` from
+    their storage and record what remains (an empty glob list only refreshes the recorded
+    files); answers before they finish, as upstream."""
     from determined.core import plugins
-    from determined.storage import CheckpointNotFound
 
     uuids = get(body, "checkpoint_uuids")
     globs = get(body, "checkpoint_globs") or []
@@ -198,14 +197,10 @@ def remove_checkpoint_files(
         )
     for uuid, config in configs.items():
         try:
-            manager = plugins.checkpoint_storage(config)
-            remaining = manager.delete(uuid, globs) if globs else manager.list_files(uuid)
-        except CheckpointNotFound:
-            remaining = {}
+            plugins.checkpoint_storage(config)
         except ValueError as e:
-            raise APIError(400, f"checkpointGlobs: {e}") from None
-        files = {k: int(v) for k, v in remaining.items()}
-        checkpoints_of(request).record_files(uuid, files)
+            raise APIError(400, f"checkpoint {uuid}: checkpoint_storage: {e}") from None
+    master.manager.checkpoint_gc.remove_files(list(configs), globs)
     return {}
 
 

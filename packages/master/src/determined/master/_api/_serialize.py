@@ -8,6 +8,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from determined.master._core._projects import project_names
+from determined.master._core._trial_tasks import trial_task_ids
 from determined.master._wire import clean_float, state, ts
 from determined.master.db import (
     Allocation,
@@ -89,7 +90,7 @@ def trial(session: Session, row: Run) -> dict[str, Any]:
     best = session.get(Metric, row.best_validation_id) if row.best_validation_id else None
     ckpt_count, ckpt_size = session.execute(
         select(func.count(Checkpoint.id), func.coalesce(func.sum(Checkpoint.size), 0)).where(
-            Checkpoint.trial_id == row.id, Checkpoint.state == "COMPLETED"
+            Checkpoint.trial_id == row.id, Checkpoint.state.in_(STORED_CHECKPOINT_STATES)
         )
     ).one()
     best_ckpt = session.scalar(
@@ -128,7 +129,7 @@ def trial(session: Session, row: Run) -> dict[str, Any]:
         "wallClockTime": wall,
         "searcherMetricValue": clean_float(row.searcher_metric_value),
         "taskId": row.task_id,
-        "taskIds": [row.task_id],
+        "taskIds": trial_task_ids(session, row.id) or [row.task_id],
         "summaryMetrics": _summary(row.summary_metrics or {}),
         "totalCheckpointSize": str(int(ckpt_size or 0)),
         "checkpointCount": int(ckpt_count or 0),
@@ -186,11 +187,27 @@ def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict
         "unmanaged": bool(row.unmanaged),
         "externalExperimentId": row.external_experiment_id,
         "error": row.error,
+        **_checkpoint_totals(session, row.id),
     }
     # Upstream's client bindings require both fields on every experiment object.
     out["config"] = row.config
     out["originalConfig"] = row.original_config if full else ""
     return out
+
+
+STORED_CHECKPOINT_STATES = ("COMPLETED", "PARTIALLY_DELETED")
+"""The checkpoints whose files count in sizes and counts (upstream's: all but DELETED ones)."""
+
+
+def _checkpoint_totals(session: Session, experiment_id: int) -> dict[str, Any]:
+    """Upstream's ``checkpointSize`` (int64 as a string) and ``checkpointCount`` of an experiment."""
+    count, size = session.execute(
+        select(func.count(Checkpoint.id), func.coalesce(func.sum(Checkpoint.size), 0)).where(
+            Checkpoint.experiment_id == experiment_id,
+            Checkpoint.state.in_(STORED_CHECKPOINT_STATES),
+        )
+    ).one()
+    return {"checkpointSize": str(int(size or 0)), "checkpointCount": int(count or 0)}
 
 
 def _active_detail(session: Session, row: Experiment) -> str:

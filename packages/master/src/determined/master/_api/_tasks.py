@@ -409,9 +409,15 @@ def task_log_done(master: Any, task_id: str) -> Callable[[], bool]:
 def trial_logs(
     request: Request, trial_id: int, p: Principal = Depends(authenticate)
 ) -> StreamingResponse:
-    """Stream a trial's logs (``follow`` ends once the trial is terminal)."""
-    task_id, done = trial_log_source(master_of(request), trial_id)
-    return _logs_response(request, [task_id], trial_id, done)
+    """Stream a trial's logs, those of every task it had (``follow`` ends once the trial is
+    terminal)."""
+    from determined.master._core._trial_tasks import trial_task_ids
+
+    master = master_of(request)
+    task_id, done = trial_log_source(master, trial_id)
+    with master.db.read() as session:
+        task_ids = trial_task_ids(session, trial_id) or [task_id]
+    return _logs_response(request, task_ids, trial_id, done)
 
 
 @router.get("/api/v1/tasks/{task_id}/logs", dependencies=[on_task(P.VIEW_NSC)])

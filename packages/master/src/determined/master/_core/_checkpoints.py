@@ -72,25 +72,26 @@ class Checkpoints:
                     setattr(existing, key, value)
 
     def record_remaining(self, remaining: list[tuple[str, dict[str, int]]]) -> None:
-        """After deletes by the client: the files left of each checkpoint (DELETED when none)."""
+        """After deletes (by a GC task or the client): the files left of each checkpoint.
+
+        Upstream's ``PatchCheckpoints``: nothing left is ``DELETED`` (the file list is kept, the
+        size no longer counts); files left replace the list, and the state becomes
+        ``PARTIALLY_DELETED`` only when the list changed (a refresh of an intact one leaves it).
+        """
         with self._db.write() as session:
             for uuid, files in remaining:
                 ckpt = get_checkpoint(session, uuid)
+                if not files:
+                    ckpt.state = "DELETED"
+                    ckpt.size = 0
+                    continue
+                before = {k: int(v) for k, v in (ckpt.resources or {}).items()}
+                if "metadata.json" in files:  # older reports left it out (as upstream allows)
+                    before.setdefault("metadata.json", files["metadata.json"])
+                if before != files:
+                    ckpt.state = "PARTIALLY_DELETED"
                 ckpt.resources = files
                 ckpt.size = sum(files.values())
-                ckpt.state = "PARTIALLY_DELETED" if files else "DELETED"
-
-    def record_files(self, uuid: str, files: dict[str, int]) -> None:
-        """The files a checkpoint has in storage now (after removing some by glob)."""
-        with self._db.write() as session:
-            ckpt = get_checkpoint(session, uuid)
-            deleted_some = set(files) != set((ckpt.resources or {}).keys())
-            ckpt.resources = files
-            ckpt.size = sum(files.values())
-            if not files:
-                ckpt.state = "DELETED"
-            elif deleted_some:
-                ckpt.state = "PARTIALLY_DELETED"
 
     def set_metadata(self, uuid: str, metadata: dict[str, Any]) -> None:
         """Replace a checkpoint's user metadata."""

@@ -60,7 +60,7 @@ def delete_experiment(db: Database, experiment_id: int, requester: User) -> None
     delete_checkpoints(db, stored)
     with db.write() as session:
         run_ids = select(Run.id).where(Run.experiment_id == experiment_id)
-        task_ids = select(Run.task_id).where(Run.experiment_id == experiment_id)
+        task_ids = select(Task.task_id).where(Task.trial_id.in_(run_ids))  # continues add tasks
         session.execute(delete(TaskLog).where(TaskLog.task_id.in_(task_ids)))
         session.execute(delete(Allocation).where(Allocation.task_id.in_(task_ids)))
         session.execute(delete(Task).where(Task.task_id.in_(task_ids)))

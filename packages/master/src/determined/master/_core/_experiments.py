@@ -18,6 +18,7 @@ from sqlalchemy.orm.util import identity_key
 from determined.master._core._lifecycle import Lifecycle
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._transactions import Transactions
+from determined.master._core._trial_tasks import start_new_task
 from determined.master._wire import TERMINAL_STATES, APIError
 from determined.master.db import Experiment, Metric, Run, User
 
@@ -222,6 +223,7 @@ class Experiments:
                 run.restarts = 0
                 run.end_time = None
                 run.early_stopped_by_searcher = False
+                start_new_task(session, exp, run)  # upstream: a new task "<task id>-N"
                 lifecycle.set_trial_state(session, run, "ACTIVE")
                 lifecycle.restart_trial(session, exp, run)
             self._searchers.set_continued(exp.id, True)

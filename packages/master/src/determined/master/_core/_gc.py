@@ -1,4 +1,6 @@
-"""Checkpoint garbage collection by ``save_experiment_best``/``save_trial_best``/``save_trial_latest``."""
+"""Checkpoint garbage collection: which checkpoints a ``save_experiment_best``/``save_trial_best``/
+``save_trial_latest`` policy drops, and the in-process delete an experiment's deletion uses (GC of
+finished experiments and deletes asked for by users run as tasks, see ``_gc_tasks``)."""
 
 from __future__ import annotations
 
@@ -117,17 +119,3 @@ def _storage_config_of(session: Any, ckpt: Checkpoint) -> dict[str, Any] | None:
     if exp is None:
         return None
     return dict(exp.config.get("checkpoint_storage") or {})
-
-
-def collect_experiment(db: Database, exp_id: int) -> None:
-    """Run checkpoint GC for a finished experiment."""
-    try:
-        with db.read() as session:
-            exp = session.get(Experiment, exp_id)
-            if exp is None:
-                return
-            doomed = [c.uuid for c in checkpoints_to_delete(session, exp)]
-        if doomed:
-            delete_checkpoints(db, doomed)
-    except Exception:
-        logger.exception("master: checkpoint GC of experiment %s failed", exp_id)

@@ -200,6 +200,9 @@ class Lifecycle:
         run.state = new_state
         if new_state in _wire.TERMINAL_STATES:
             run.end_time = utcnow()
+            task = session.get(Task, run.task_id)  # the trial's current task ends with it
+            if task is not None:
+                task.end_time = run.end_time
         master_log(session, run.task_id, f"Trial {run.id} is now {new_state}")
 
     def stop_experiment(self, session: Session, exp: Experiment, target: str) -> None:

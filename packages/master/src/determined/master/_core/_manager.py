@@ -21,6 +21,7 @@
     ResourceUsage       historical slot use of allocations (``det resources``)
     LogSettings         the master's log level and colour, changed at run time
     Tasks               commands, TensorBoards, notebooks and shells (placed by the RM like trials)
+    CheckpointGC        checkpoint garbage collection, each run a ``CHECKPOINT_GC`` task
     Tensorboards        TensorBoard tasks over trials' event files; experiments' TensorBoard files
     Notebooks           JupyterLab tasks behind the proxy; Jupyter's activity for their idle timeout
     Templates           config templates, merged under an experiment's config on create
@@ -52,6 +53,7 @@ from determined.master._core._cluster_messages import ClusterMessages
 from determined.master._core._cluster_view import ClusterView
 from determined.master._core._events import AllocationEvents
 from determined.master._core._experiments import Experiments
+from determined.master._core._gc_tasks import CheckpointGC
 from determined.master._core._groups import Groups
 from determined.master._core._labels import ExperimentLabels
 from determined.master._core._lifecycle import Lifecycle
@@ -127,6 +129,7 @@ class Manager:
         self.log_settings = LogSettings()
         self.tasks = Tasks(db, rm, data_dir, cluster_id, lambda: self.events.master_url)
         self.events.tasks = self.tasks
+        self.checkpoint_gc = CheckpointGC(db, self.tasks)
         self.agent_states = AgentStates(
             db, rm, self.cluster_view, self.transactions, self.allocations, self.tasks
         )
@@ -198,11 +201,9 @@ class Manager:
         self.tasks.close()
 
     def _start_gc(self, exp_id: int) -> None:
-        from determined.master._core._gc import collect_experiment
-
         threading.Thread(
-            target=collect_experiment,
-            args=(self._db, exp_id),
+            target=self.checkpoint_gc.collect_experiment,
+            args=(exp_id,),
             name=f"det-gc-{exp_id}",
             daemon=True,
         ).start()

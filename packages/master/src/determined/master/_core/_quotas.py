@@ -52,7 +52,11 @@ def check_task_quota(session: Session, user: User, limits: Limits) -> None:
     stmt = (
         select(func.count())
         .select_from(NtscTask)
-        .where(NtscTask.owner_id == user.id, NtscTask.state != "TERMINATED")
+        .where(
+            NtscTask.owner_id == user.id,
+            NtscTask.state != "TERMINATED",
+            NtscTask.kind != "CHECKPOINT_GC",  # the master's GC runs as the owner; not theirs
+        )
     )
     active = int(session.scalar(stmt) or 0)
     if active >= limit:

@@ -15,8 +15,9 @@ from typing import Any
 from determined.master._wire import APIError, ts
 from determined.master.db import NtscTask
 
-KINDS = ("COMMAND", "TENSORBOARD", "NOTEBOOK", "SHELL")
-"""The kinds of task the service runs (upstream's ``TaskType`` without its prefix)."""
+KINDS = ("COMMAND", "TENSORBOARD", "NOTEBOOK", "SHELL", "CHECKPOINT_GC")
+"""The kinds of task the service runs (upstream's ``TaskType`` without its prefix); the master
+starts ``CHECKPOINT_GC`` tasks itself (``_gc_tasks``), users the others."""
 
 STATES = ("QUEUED", "STARTING", "RUNNING", "TERMINATING", "TERMINATED")
 """A task's states, in the order it passes them."""

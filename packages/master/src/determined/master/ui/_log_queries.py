@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, func, or_, select
 from sqlalchemy.orm import Session
 
+from determined.master._core._trial_tasks import trial_task_ids
 from determined.master._wire import APIError, as_utc
 from determined.master.db import Run, TaskLog
 
@@ -33,7 +34,8 @@ def trial_logs(
 
     ``level`` keeps that level and the more severe ones (lines without a level count as INFO).
     """
-    stmt = select(TaskLog).where(TaskLog.task_id == run.task_id)
+    task_ids = trial_task_ids(session, run.id) or [run.task_id]  # a continued trial has several
+    stmt = select(TaskLog).where(TaskLog.task_id.in_(task_ids))
     if rank is not None:
         stmt = stmt.where(TaskLog.rank_id == rank)
     if level:
