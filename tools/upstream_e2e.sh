@@ -93,6 +93,23 @@ if [ ! -f "$UPSTREAM_VENV/.complete" ]; then
         tensorboard==2.21.0 || echo "no CPU torch wheel here: tests/experiment/test_unmanaged.py will fail"
     touch "$UPSTREAM_VENV/.complete"
 fi
+# Ray on the client: tests/experiment/test_unmanaged.py's hp search starts a Ray cluster and runs
+# Ray Tune on it, tests/cluster/test_proxy.py submits Ray jobs through a tunnel (`ray job submit`).
+# The version det's environment pins (requirements/main.txt), with the dashboard/job server and
+# Tune; a marker file per version, so that an existing venv gets it once.
+RAY_PIN="$(grep -E '^ray==' "$ROOT/requirements/main.txt" || true)"
+if [ -n "$RAY_PIN" ] && [ ! -f "$UPSTREAM_VENV/.$RAY_PIN" ]; then
+    echo "installing ${RAY_PIN} into the upstream client venv"
+    # torch stays as it is (pip must not replace the CPU build).
+    keep=("ray[default,tune]${RAY_PIN#ray}")
+    torch_version="$("$UPSTREAM_VENV/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
+    [ -z "$torch_version" ] || keep+=("torch==$torch_version")
+    if "$UPSTREAM_VENV/bin/pip" install -q --disable-pip-version-check "${keep[@]}"; then
+        touch "$UPSTREAM_VENV/.$RAY_PIN"
+    else
+        echo "no ${RAY_PIN} here: test_unmanaged_ray_hp_search and the Ray tests of test_proxy.py will fail"
+    fi
+fi
 
 if [ ${#FILES[@]} -eq 0 ]; then
     mapfile -t FILES < <(cd "$E2E" && grep -l -E "pytest\.mark\.e2e_cpu([^_a-z0-9]|$)" \
@@ -109,6 +126,31 @@ LOGS="${LOGS:-$ROOT/.cache/upstream-e2e-runs/$(date -u +%Y%m%dT%H%M%SZ)}"
 mkdir -p "$LOGS"
 LOGS="$(cd "$LOGS" && pwd)"
 MASTER_PID=""
+
+# The tasks' environment. A trial's python3 and pip are those of the master's interpreter, and
+# upstream's examples install packages from their startup-hook.sh (examples/features/ports, which
+# test_proxy.py runs, installs pydantic<2, ray[air]==2.9.3 and pandas==1.5.3): that must never
+# change the environment det-master comes from. So det-master runs with the interpreter of a venv
+# of its own, under the run's logs, that sees the master's packages through a .pth file (det and
+# its frameworks import as usual) and takes whatever a task installs (pip leaves packages outside
+# its environment alone). It is rebuilt before a file when a task of an earlier file installed
+# something into it.
+MASTER_PY="$(dirname "$MASTER_BIN")/python"
+[ -x "$MASTER_PY" ] || die "no python beside $MASTER_BIN (DET_MASTER_BIN must be a venv's det-master)"
+TASK_ENV="$LOGS/task-env"
+TASK_ENV_CLEAN=""
+task_env() {
+    local site master_site
+    if [ -n "$TASK_ENV_CLEAN" ] && [ "$(ls -A "$TASK_ENV/lib"/python*/site-packages)" = "$TASK_ENV_CLEAN" ]; then
+        return 0
+    fi
+    rm -rf "$TASK_ENV"
+    "$MASTER_PY" -m venv "$TASK_ENV" || return 1
+    site="$("$TASK_ENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    master_site="$("$MASTER_PY" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    printf 'import site; site.addsitedir(%s)\n' "'$master_site'" >"$site/_det_master_env.pth"
+    TASK_ENV_CLEAN="$(ls -A "$site")"
+}
 
 stop_master() {
     if [ -n "$MASTER_PID" ] && kill -0 "$MASTER_PID" 2>/dev/null; then
@@ -133,7 +175,8 @@ start_master() {
     mkdir -p "$data"
     # Upstream's e2e_cpu cluster is the open-source master: basic authorization, no RBAC.
     printf 'security:\n  authz:\n    type: basic\n' >"$data.yaml"
-    (cd "$data" && exec "$MASTER_BIN" up --config-file "$data.yaml" --port "$port" --slots "$SLOTS" \
+    task_env || { echo "could not build the task environment $TASK_ENV" >&2; return 1; }
+    (cd "$data" && exec "$TASK_ENV/bin/python" "$MASTER_BIN" up --config-file "$data.yaml" --port "$port" --slots "$SLOTS" \
         --data-dir "$data" --initial-admin-password "$PASSWORD") >"$LOGS/$name.master.log" 2>&1 &
     MASTER_PID=$!
     for _ in $(seq 1 300); do
