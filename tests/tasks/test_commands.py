@@ -113,7 +113,7 @@ def test_only_the_owner_or_an_admin_kills(user: Client, admin: Client) -> None:
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"config": {}}, "config.entrypoint"),
+        ({"config": {"entrypoint": ""}}, "config.entrypoint"),
         ({"config": {"entrypoint": "true", "idle_timeout": "soon"}}, "idle_timeout"),
         ({"config": {"entrypoint": "true", "resources": {"slots": "x"}}}, "resources.slots"),
         ({"config": {"entrypoint": "true", "resources": {"slots": 999}}}, "resources"),

@@ -459,11 +459,18 @@ def require_log_tasks(request: Request, p: Principal, task_ids: set[str]) -> Non
 
 def task_workspace(request: Request, p: Principal, body: dict[str, Any]) -> int:
     """The workspace a new command/notebook/TensorBoard/shell goes to (``workspaceId``, default
-    the default workspace); 404/403 unless the caller holds CREATE_NSC there."""
+    the default workspace); 404/403 unless the caller holds CREATE_NSC there, and 404 when it does
+    not exist or is archived (as upstream: an archived workspace takes no new tasks)."""
     from determined.master._api._deps import int_param
     from determined.master._wire import get
+    from determined.master.db import Workspace
 
     ws = int_param(get(body, "workspace_id"), "workspaceId", 1) or 1
+    with master_of(request).db.read() as session:
+        row = session.get(Workspace, ws)
+        usable = row is not None and not row.archived
+    if not usable:
+        raise APIError(404, f"workspaceId: workspace {ws} not found")
     require_workspace(request, p, ws, P.CREATE_NSC)
     return ws
 

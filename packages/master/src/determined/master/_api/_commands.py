@@ -29,6 +29,7 @@ from determined.master._api._deps import (
     master_of,
     tasks_of,
 )
+from determined.master._api._ntsc_lists import in_workspaces, workspace_filter
 from determined.master._core._context import ContextError, pack_files
 from determined.master._core._task_records import TaskSpec, TaskView, ntsc_json, task_json
 from determined.master._wire import APIError, get, pagination, ts
@@ -37,15 +38,23 @@ from determined.master.db import Allocation, User
 router = APIRouter(tags=["Commands"])
 
 
+NO_ENTRYPOINT = ["true"]
+"""What a command without an ``entrypoint`` runs: nothing (it ends at once, successfully), as
+upstream's command wrapper does when given no command."""
+
+
 def command_argv(entrypoint: Any) -> list[str]:
     """The argv of a command's ``entrypoint``: one string (or a one-item list, what ``det cmd run
-    'a b'`` sends) runs through ``sh -c``; a list of several items runs as it is."""
+    'a b'`` sends) runs through ``sh -c``; a list of several items runs as it is; none (absent,
+    ``null`` or ``[]``) runs nothing, as upstream accepts a command config without one."""
+    if entrypoint is None or entrypoint == []:
+        return list(NO_ENTRYPOINT)
     if isinstance(entrypoint, str):
         if not entrypoint.strip():
             raise APIError(400, "config.entrypoint: must not be empty")
         return ["sh", "-c", entrypoint]
     if not isinstance(entrypoint, list) or not entrypoint:
-        raise APIError(400, "config.entrypoint: must be a command string or a non-empty list")
+        raise APIError(400, "config.entrypoint: must be a command string or a list")
     items = [str(x) for x in entrypoint]
     if len(items) == 1:
         return ["sh", "-c", items[0]]
@@ -156,6 +165,8 @@ def launch_command(
     description = str(config.get("description") or "")
     if not description:
         shown = argv[2] if argv[:2] == ["sh", "-c"] else shlex.join(argv)
+        if config.get("entrypoint") in (None, []):
+            shown = "no entrypoint"
         description = f"Command ({shown[:60]})"
         config["description"] = description
     view = tasks_of(request).start(
@@ -174,8 +185,11 @@ def launch_command(
 
 @router.get("/api/v1/commands")
 def get_commands(request: Request, p: Principal = Depends(authenticate)) -> dict[str, Any]:
-    """Commands, oldest first (``users``/``userIds`` filter by owner)."""
-    views = visible_tasks(request, p, tasks_of(request).list("COMMAND", owner_filter(request)))
+    """Commands, oldest first (``users``/``userIds`` filter by owner, ``workspaceId`` by
+    workspace); not those of a deleted workspace."""
+    ws = workspace_filter(request, p)
+    views = tasks_of(request).list("COMMAND", owner_filter(request))
+    views = visible_tasks(request, p, in_workspaces(request, views, ws))
     items, pages = page(request, [ntsc_json(v) for v in sort_views(request, views)])
     return {"commands": items, "pagination": pages}
 

@@ -21,6 +21,7 @@ from determined.master._api._deps import (
     int_param,
     json_body,
     master_of,
+    tasks_of,
 )
 from determined.master._core._workspaces import UNSET, WorkspaceFields, Workspaces
 from determined.master._limits import check_storage_roots
@@ -238,9 +239,11 @@ def patch_workspace(
 def delete_workspace(
     request: Request, workspace_id: int, p: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
-    """Delete a workspace with its projects, their finished experiments and its templates."""
+    """Delete a workspace with its projects, their finished experiments and its templates;
+    its running commands, notebooks, TensorBoards and shells are stopped (as upstream)."""
     require_workspace(request, p, workspace_id, P.DELETE_WORKSPACE)
-    return {"completed": workspaces_of(request).delete(workspace_id, p.user)}
+    stop = tasks_of(request).stop
+    return {"completed": workspaces_of(request).delete(workspace_id, p.user, stop)}
 
 
 @router.post("/api/v1/workspaces/{workspace_id}/archive")

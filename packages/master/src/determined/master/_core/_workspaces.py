@@ -277,10 +277,21 @@ class Workspaces:
             elif not pinned and pin is not None:
                 session.delete(pin)
 
-    def delete(self, workspace_id: int, requester: User) -> bool:
+    def delete(
+        self,
+        workspace_id: int,
+        requester: User,
+        stop_task: Callable[[str, str], None] | None = None,
+    ) -> bool:
         """Delete a workspace with its projects (each with its finished experiments), templates
         and finished tasks; refused for the default workspace, one with models or with unfinished
-        experiments. Returns True once it is gone (upstream's ``completed``)."""
+        experiments. Returns True once it is gone (upstream's ``completed``).
+
+        Commands, notebooks, TensorBoards and shells still running in it are stopped first with
+        ``stop_task(task_id, reason)`` (the tasks service's ``stop``), as upstream does: they
+        end on their own and keep their records (``GET`` by id answers; lists no longer show
+        them). Without ``stop_task`` such a workspace is not deleted (400).
+        """
         with self._db.write() as session:
             row = find_workspace(session, workspace_id)
             _mutable(row, "deleted")
@@ -299,7 +310,7 @@ class Workspaces:
                     )
                 )
             )
-            if running:
+            if running and stop_task is None:
                 raise APIError(
                     400,
                     f"workspace {workspace_id} has running tasks ({', '.join(sorted(running))});"
@@ -314,6 +325,9 @@ class Workspaces:
                     .order_by(Project.id)
                 )
             )
+        for task_id in running:  # as upstream, before the projects go
+            assert stop_task is not None
+            stop_task(task_id, f"killed: workspace {workspace_id} was deleted")
         try:
             for project_id in project_ids:
                 self._delete_project(project_id, requester)
@@ -328,7 +342,9 @@ class Workspaces:
             session.execute(delete(Template).where(Template.workspace_id == workspace_id))
             session.execute(
                 delete(NtscTask).where(
-                    NtscTask.workspace_id == workspace_id, NtscTask.end_time.is_not(None)
+                    NtscTask.workspace_id == workspace_id,
+                    NtscTask.end_time.is_not(None),
+                    NtscTask.task_id.not_in(running),  # the stopped ones keep their records
                 )
             )
             gone = session.get(Workspace, workspace_id)
