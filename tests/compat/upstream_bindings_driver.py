@@ -351,6 +351,8 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
         d.call("get_GetTrialWorkloads", trialId=trial_id)
         d.call("get_TrialLogs", trialId=trial_id, follow=False)
         d.call("get_TrialLogsFields", trialId=trial_id, follow=False)
+    d.call("post_SearchRuns", body=b.v1SearchRunsRequest(limit=0, sort="id=desc"))
+    d.call("post_SearchRuns", body=b.v1SearchRunsRequest(limit=2, filter=_runs_of(exps["errored"])))
     done = trials["completed"][0]
     d.call("get_GetMetrics", trialIds=[done], group="training")
     d.call("get_GetMetrics", trialIds=[done], group="validation")
@@ -430,6 +432,7 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
         body=b.v1PatchTemplateNameRequest(oldName="wire-tpl", newName="wire-tpl-2"),
     )
     d.call("delete_DeleteTemplate", templateName="wire-tpl-2")
+    webhooks(d)
 
     # Commands, notebooks, TensorBoards and tasks.
     command = d.call(
@@ -632,6 +635,54 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
     d.call("delete_DeleteProject", id=spare_project)
     d.call("delete_DeleteWorkspace", id=ws2)
     d.call("post_Logout")
+
+
+def webhooks(d: Driver) -> None:
+    """Create, list, edit, test and delete a webhook; the test event goes to a receiver here."""
+    import http.server
+    import threading
+
+    class Receiver(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Receiver)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/hook"
+    trigger = b.v1Trigger(
+        triggerType=b.v1TriggerType.EXPERIMENT_STATE_CHANGE, condition={"state": "COMPLETED"}
+    )
+    hook = d.call(
+        "post_PostWebhook",
+        body=b.v1Webhook(
+            url=url,
+            webhookType=b.v1WebhookType.DEFAULT,
+            triggers=[trigger],
+            mode=b.v1WebhookMode.WORKSPACE,
+            name="wire-hook",
+            workspaceId=None,
+        ),
+    )
+    hook_id = hook.webhook.id if hook else 0
+    d.call("get_GetWebhooks")
+    d.call("patch_PatchWebhook", id=hook_id, body=b.v1PatchWebhook(url=url + "/edited"))
+    d.call("post_TestWebhook", id=hook_id)
+    d.call("delete_DeleteWebhook", id=hook_id)
+    server.shutdown()
+    server.server_close()
+
+
+def _runs_of(experiment_id: int) -> str:
+    """A run-search filter (the web UI's language) for one experiment's runs."""
+    field = {"kind": "field", "columnName": "experimentId", "location": "LOCATION_TYPE_RUN",
+             "operator": "=", "type": "COLUMN_TYPE_NUMBER", "value": experiment_id}  # fmt: skip
+    group = {"kind": "group", "conjunction": "and", "children": [field]}
+    return json.dumps({"filterGroup": group, "showArchived": False})
 
 
 def self_check() -> list[str]:

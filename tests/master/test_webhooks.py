@@ -327,6 +327,16 @@ def test_who_may_manage_webhooks(basic_master: Any, admin: Client, hooks: Any) -
     assert r.status_code == 403
     assert owner.request("DELETE", f"/api/v1/webhooks/{own_id}").status_code == 200
     assert admin.request("DELETE", f"/api/v1/webhooks/{own_id}").status_code == 404
+    # Deleting a workspace deletes its webhooks.
+    again = owner.post("/api/v1/webhooks", _hook_body("http://localhost", done, workspaceId=ws))
+    assert owner.request("DELETE", f"/api/v1/workspaces/{ws}").status_code == 200
+    wait_for(
+        lambda: all(
+            h["id"] != again["webhook"]["id"] for h in admin.get("/api/v1/webhooks")["webhooks"]
+        ),
+        30,
+        "the deleted workspace's webhook to go",
+    )
 
 
 @pytest.mark.parametrize(

@@ -87,6 +87,7 @@ _CONFIG_LINE = re.compile(r'"log_policies":')
 _STATES_KEY = "det_webhook_states"
 _LOGS_KEY = "det_webhook_log_lines"
 _ROWS_KEY = "det_webhook_event_rows"
+_RELOAD_KEY = "det_webhook_reload"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -480,7 +481,10 @@ class Webhooks:
 
     def _after_flush(self, session: Session, _context: Any) -> None:
         """Note the log lines a task shipped or its output the resource manager forwarded (rows
-        added through the ORM; the master's own lines are inserted directly and never match)."""
+        added through the ORM; the master's own lines are inserted directly and never match),
+        and deleted workspaces (their webhooks went with them)."""
+        if self._snapshot.hooks and any(isinstance(o, Workspace) for o in session.deleted):
+            session.info[_RELOAD_KEY] = True
         if not self._snapshot.patterns:
             return
         lines = [(o.task_id, o.log, o.agent_id) for o in session.new if isinstance(o, TaskLog)]
@@ -515,9 +519,11 @@ class Webhooks:
         lines = session.info.pop(_LOGS_KEY, None)
         if lines:
             self.scan_logs(lines)
+        if session.info.pop(_RELOAD_KEY, False):
+            self.reload()
 
     def _after_rollback(self, session: Session, _previous: Any = None) -> None:
-        for key in (_STATES_KEY, _LOGS_KEY, _ROWS_KEY):
+        for key in (_STATES_KEY, _LOGS_KEY, _ROWS_KEY, _RELOAD_KEY):
             session.info.pop(key, None)
 
     def scan_logs(self, lines: list[tuple[str, str, str | None]]) -> None:
