@@ -66,7 +66,8 @@ def test_const_runs_to_completed_with_metrics_checkpoints_and_tensorboard(
     checkpoints = api.get(f"/api/v1/trials/{trial['id']}/checkpoints")["checkpoints"]
     assert max(c["metadata"]["steps_completed"] for c in checkpoints) == 96
     assert any("model_checkpoint.weights.h5" in c["resources"] for c in checkpoints)
-    tensorboard = master_dir / "checkpoints" / "tensorboard" / "experiment" / str(exp)
+    cluster_id = api.get("/api/v1/master")["clusterId"]  # upstream's layout starts with it
+    tensorboard = master_dir / "checkpoints" / cluster_id / "tensorboard" / "experiment" / str(exp)
     assert list(tensorboard.rglob("*tfevents*")), f"no event files uploaded under {tensorboard}"
 
 

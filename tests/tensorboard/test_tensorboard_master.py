@@ -151,7 +151,9 @@ def test_delete_tensorboard_files(site: Any, tmp_path: pathlib.Path) -> None:
     client = sdk.Determined(site.url, "determined", "")
     client.get_experiment(exp_id).delete_tensorboard_files()
     assert not (storage / "tensorboard" / "experiment" / str(exp_id)).exists()
-    assert (storage / "tensorboard" / "experiment" / str(site.experiments["pytorch"])).is_dir()
+    cluster_id = api.get("/api/v1/master")["clusterId"]  # trials upload under upstream's layout
+    ran = site.experiments["pytorch"]
+    assert (storage / cluster_id / "tensorboard" / "experiment" / str(ran)).is_dir()
 
     # someone else's experiment: refused
     admin = site.session("admin")

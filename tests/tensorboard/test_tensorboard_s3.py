@@ -30,8 +30,9 @@ def test_s3_storage_end_to_end(
     storage = s3_server.storage_config("tb-e2e")
     experiments = create_example_experiments(api, checkpoint_storage=storage)
     manager = plugins.checkpoint_storage(storage)
+    cluster_id = api.get("/api/v1/master")["clusterId"]  # upstream's layout starts with it
     for exp_id in experiments.values():
-        assert manager.list_files(experiment_storage_path(exp_id))  # the trials uploaded
+        assert manager.list_files(experiment_storage_path(exp_id, cluster_id))  # they uploaded
 
     for name in ("DET_USER", "DET_PASS", "DET_USER_TOKEN", "NO_COLOR"):
         monkeypatch.delenv(name, raising=False)
@@ -46,5 +47,5 @@ def test_s3_storage_end_to_end(
 
     det.ok("experiment", "delete-tb-files", str(experiments["keras"]))
     with pytest.raises(FileNotFoundError):
-        manager.list_files(experiment_storage_path(experiments["keras"]))
-    assert manager.list_files(experiment_storage_path(experiments["pytorch"]))
+        manager.list_files(experiment_storage_path(experiments["keras"], cluster_id))
+    assert manager.list_files(experiment_storage_path(experiments["pytorch"], cluster_id))

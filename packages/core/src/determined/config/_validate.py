@@ -84,13 +84,21 @@ def _log_policy(ctx: Context, value: Any, path: str) -> None:
         else:
             c.enum(*actions)(ctx, value, path)
 
-    fields = {"name": c.string(nonempty=True), "pattern": c.string(nonempty=True), "action": action}
-    if (
-        c.check_fields(ctx, value, path, fields)
-        and value.get("name") is None
-        and value.get("pattern") is None
-    ):
-        ctx.error(join(path, "pattern"), "required when name is not set")
+    def pattern(ctx: Context, value: Any, path: str) -> None:
+        c.string(nonempty=True)(ctx, value, path)
+        if isinstance(value, str) and value:
+            try:
+                re.compile(value)
+            except re.error as exc:
+                ctx.error(path, f"not a valid regular expression ({exc})")
+
+    fields = {"name": c.string(nonempty=True), "pattern": pattern, "action": action}
+    if c.check_fields(ctx, value, path, fields) and value.get("name") is None:
+        # upstream: a policy without a name is the legacy form, which needs a pattern and an action
+        if value.get("pattern") is None:
+            ctx.error(join(path, "pattern"), "required when name is not set")
+        elif value.get("action") is None:
+            ctx.error(join(path, "action"), "required when name is not set")
 
 
 def _profiling(ctx: Context, value: Any, path: str) -> None:

@@ -25,7 +25,12 @@ from determined.core._local_backend import LocalBackend
 from determined.core._preempt import PreemptContext, PreemptMode
 from determined.core._profiler import ProfilerContext
 from determined.core._searcher import SearcherContext, parse_max_length
-from determined.core._tensorboard import TensorboardMode, TensorboardSync, default_tensorboard_path
+from determined.core._tensorboard import (
+    TensorboardMode,
+    TensorboardSync,
+    default_tensorboard_path,
+    trial_sync_path,
+)
 from determined.core._train import EarlyExitReason, TrainContext
 
 if TYPE_CHECKING:
@@ -307,7 +312,7 @@ def _init_trial(
     tb_sync = TensorboardSync(
         storage_manager,
         tb_path,
-        f"tensorboard/experiment/{trial.experiment_id}/trial/{trial.trial_id}",
+        trial_sync_path(trial.experiment_id, trial.trial_id, info.cluster_id),
         dist.rank,
     )
     train = TrainContext(

@@ -1,6 +1,8 @@
 """TensorBoard files: where a trial writes them locally and how they reach checkpoint storage.
 
-Remote layout (upstream's): ``<storage root>/tensorboard/experiment/<exp id>/trial/<trial id>/<file>``.
+Remote layout (upstream's):
+``<storage root>/<cluster id>/tensorboard/experiment/<exp id>/trial/<trial id>/<file>``; trials of
+masters that did not tell them a cluster id (and det before 0.1) upload without the first part.
 """
 
 from __future__ import annotations
@@ -29,6 +31,17 @@ class TensorboardMode(enum.Enum):
     """det uploads everything under ``get_tensorboard_path()`` after checkpoints and at close."""
     MANUAL = "MANUAL"
     """The user calls ``core_context.train.upload_tensorboard_files()``."""
+
+
+def experiment_sync_path(experiment_id: int, cluster_id: str = "") -> str:
+    """Where an experiment's TensorBoard files live, relative to its checkpoint storage's root."""
+    path = f"tensorboard/experiment/{experiment_id}"
+    return f"{cluster_id}/{path}" if cluster_id else path
+
+
+def trial_sync_path(experiment_id: int, trial_id: int, cluster_id: str = "") -> str:
+    """Where a trial uploads its TensorBoard files, relative to the storage root."""
+    return f"{experiment_sync_path(experiment_id, cluster_id)}/trial/{trial_id}"
 
 
 def default_tensorboard_path(allocation_id: str | None, rank: int) -> pathlib.Path:

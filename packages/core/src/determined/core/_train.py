@@ -14,6 +14,7 @@ from determined.core import _metrics
 if TYPE_CHECKING:
     from determined.core._api import TrialAPI
     from determined.core._tensorboard import TensorboardMode, TensorboardSync
+    from determined.core._tensorboard_events import MetricEventWriter
 
 logger = logging.getLogger("determined.core")
 
@@ -52,6 +53,7 @@ class TrainContext:
         self._tensorboard_mode = tensorboard_mode
         self._tensorboard_path = tensorboard_path
         self._tensorboard_sync = tensorboard_sync
+        self._event_writer: MetricEventWriter | None = None
 
         def send(reports: list[_metrics.MetricsReport]) -> None:
             bodies = [
@@ -67,8 +69,9 @@ class TrainContext:
                 for r in reports
             ]
             backend.report_trial_metrics_batch(trial_id, bodies)
-            # AUTO: TensorBoard files follow the metrics (at most once a second), on this
-            # background thread, so a report stays cheap for the caller.
+            # AUTO: the metrics become TensorBoard scalars and the files follow them (uploaded at
+            # most once a second), on this background thread, so a report stays cheap.
+            self._write_tensorboard_events(reports)
             self._sync_tensorboard()
 
         self._shipper = _metrics.MetricsShipper(send)
@@ -156,6 +159,26 @@ class TrainContext:
             )
         if self._tensorboard_sync is not None:
             self._tensorboard_sync.sync(selector, mangler)
+
+    def _write_tensorboard_events(self, reports: list[_metrics.MetricsReport]) -> None:
+        """AUTO mode: training and validation reports as scalars in an event file (upstream's)."""
+        from determined.core._tensorboard import TensorboardMode
+        from determined.core._tensorboard_events import MetricEventWriter
+
+        if self._tensorboard_mode != TensorboardMode.AUTO or self._tensorboard_sync is None:
+            return  # off-cluster nothing uploads them
+        try:
+            if self._event_writer is None:
+                self._event_writer = MetricEventWriter(self._tensorboard_path)
+            for r in reports:
+                if r.steps_completed is None:
+                    continue
+                if r.group == "training":
+                    self._event_writer.on_training(r.steps_completed, r.metrics, r.batch_metrics)
+                elif r.group == "validation":
+                    self._event_writer.on_validation(r.steps_completed, r.metrics)
+        except Exception as exc:
+            logger.warning("writing metrics to TensorBoard failed: %s", exc)
 
     def _sync_tensorboard(self, force: bool = False) -> None:
         from determined.core._tensorboard import TensorboardMode

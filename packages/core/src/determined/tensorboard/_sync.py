@@ -1,6 +1,6 @@
 """Copy the TensorBoard files trials uploaded to checkpoint storage into one local log directory.
 
-Trials upload to ``<storage root>/tensorboard/experiment/<exp>/trial/<trial>/...`` (see
+Trials upload to ``<storage root>/<cluster id>/tensorboard/experiment/<exp>/trial/<trial>/...`` (see
 ``determined.core``'s TensorBoard sync). TensorBoard reads one local directory in which each trial is
 one run, ``trial_<id>/`` (a trial's sub-directories, e.g. Keras's ``train/`` and ``validation/`` or
 another rank's ``rank_<n>/``, become runs ``trial_<id>/train``, ...). Event files grow by appends,
@@ -23,18 +23,20 @@ from typing import Any
 
 from determined import storage
 from determined.core import plugins
+from determined.core._tensorboard import experiment_sync_path, trial_sync_path
 
 logger = logging.getLogger("determined.tensorboard")
 
 
-def trial_storage_path(experiment_id: int, trial_id: int) -> str:
-    """Where a trial's TensorBoard files live, relative to its checkpoint storage's root."""
-    return f"tensorboard/experiment/{experiment_id}/trial/{trial_id}"
+def trial_storage_path(experiment_id: int, trial_id: int, cluster_id: str = "") -> str:
+    """Where a trial's TensorBoard files live, relative to its checkpoint storage's root
+    (upstream's ``<cluster id>/tensorboard/...``; without a cluster id, det's older layout)."""
+    return trial_sync_path(experiment_id, trial_id, cluster_id)
 
 
-def experiment_storage_path(experiment_id: int) -> str:
+def experiment_storage_path(experiment_id: int, cluster_id: str = "") -> str:
     """Where the TensorBoard files of an experiment's trials live, relative to the storage root."""
-    return f"tensorboard/experiment/{experiment_id}"
+    return experiment_sync_path(experiment_id, cluster_id)
 
 
 def run_name(trial_id: int) -> str:
@@ -86,9 +88,15 @@ class EventSync:
     """
 
     def __init__(
-        self, sources: Iterable[Source], logdir: str | os.PathLike[str], interval: float = 5.0
+        self,
+        sources: Iterable[Source],
+        logdir: str | os.PathLike[str],
+        interval: float = 5.0,
+        cluster_id: str | None = None,
     ) -> None:
         self.sources = list(sources)
+        self.cluster_id = os.environ.get("DET_CLUSTER_ID", "") if cluster_id is None else cluster_id
+        """The master's cluster id (default ``$DET_CLUSTER_ID``): upstream's first path part."""
         self.logdir = pathlib.Path(logdir)
         self.interval = interval
         self.files_fetched = 0
@@ -119,8 +127,16 @@ class EventSync:
         return fetched
 
     def _sync_source(self, index: int, source: Source) -> int:
+        fetched = 0
+        prefixes = [experiment_storage_path(source.experiment_id, self.cluster_id)]
+        if self.cluster_id:  # trials of det before the cluster id was part of the layout
+            prefixes.append(experiment_storage_path(source.experiment_id))
+        for prefix in prefixes:
+            fetched += self._sync_prefix(index, source, prefix)
+        return fetched
+
+    def _sync_prefix(self, index: int, source: Source, prefix: str) -> int:
         manager = self._manager(index)
-        prefix = experiment_storage_path(source.experiment_id)
         try:
             remote = manager.list_files(prefix)
         except storage.CheckpointNotFound:

@@ -23,7 +23,12 @@ from determined.core._experimental import ExperimentalCoreContext
 from determined.core._preempt import PreemptContext, PreemptMode
 from determined.core._profiler import ProfilerContext
 from determined.core._searcher import SearcherContext, parse_max_length
-from determined.core._tensorboard import TensorboardMode, TensorboardSync, default_tensorboard_path
+from determined.core._tensorboard import (
+    TensorboardMode,
+    TensorboardSync,
+    default_tensorboard_path,
+    trial_sync_path,
+)
 from determined.core._train import TrainContext
 from determined.experimental.core_v2._log_shipper import OutputShipper
 
@@ -201,7 +206,7 @@ def make_unmanaged_context(
         tensorboard_sync=TensorboardSync(
             storage_manager,
             tb_path,
-            f"tensorboard/experiment/{trial.experiment_id}/trial/{trial.trial_id}",
+            trial_sync_path(trial.experiment_id, trial.trial_id, info.cluster_id),
             distributed.rank,
         ),
     )

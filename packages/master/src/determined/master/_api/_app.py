@@ -104,6 +104,8 @@ def master_config(request: Request, p: Principal = Depends(authenticate)) -> dic
             "resource_manager": cfg.resource_manager_config(),
             "cluster_name": cfg.cluster_name,
             "log": log_settings_of(request).describe(),
+            # a trial with no node left to run on (log policies) errors instead of waiting
+            "launch_error": True,
         }
     }
 
@@ -340,6 +342,9 @@ def create_app(master: Master) -> FastAPI:
     app.include_router(_unmanaged.router)
     app.include_router(_trial_sources.router)
     app.include_router(_cluster.router)
+    from determined.master._api import _runs
+
+    app.include_router(_runs.router)
     from determined.master._api import _agents
 
     app.include_router(_agents.router)

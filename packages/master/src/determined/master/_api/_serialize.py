@@ -139,6 +139,7 @@ def trial(session: Session, row: Run) -> dict[str, Any]:
         "warmStartCheckpointUuid": row.warm_start_checkpoint_uuid,
         "progress": row.progress,
         "logRetentionDays": None,
+        "logPolicyMatched": row.log_policy_matched,
     }
 
 

@@ -1,4 +1,5 @@
-"""Deleting a finished experiment: its checkpoints (from storage too), then every row it owns.
+"""Deleting a finished experiment: its checkpoints and TensorBoard files (from storage too), then
+every row it owns.
 
 Refused while the experiment runs, for anyone but its owner or an admin, and while one of its
 checkpoints is a model version (deleting the experiment would delete the version's files).
@@ -6,10 +7,13 @@ checkpoints is a model version (deleting the experiment would delete the version
 
 from __future__ import annotations
 
+import logging
+
 from sqlalchemy import delete, select
 
 from determined.master._core._experiments import get_experiment
 from determined.master._core._gc import delete_checkpoints
+from determined.master._core._tensorboard_files import delete_tensorboard_files
 from determined.master._wire import TERMINAL_STATES, APIError
 from determined.master.db import (
     Allocation,
@@ -26,6 +30,8 @@ from determined.master.db import (
     User,
     registered_versions,
 )
+
+logger = logging.getLogger("determined.master")
 
 
 def delete_experiment(db: Database, experiment_id: int, requester: User) -> None:
@@ -58,6 +64,10 @@ def delete_experiment(db: Database, experiment_id: int, requester: User) -> None
             )
         )
     delete_checkpoints(db, stored)
+    try:
+        delete_tensorboard_files(db, experiment_id)
+    except Exception:  # the rows go regardless, as upstream; the files can be removed by hand
+        logger.exception("master: deleting experiment %s's TensorBoard files failed", experiment_id)
     with db.write() as session:
         run_ids = select(Run.id).where(Run.experiment_id == experiment_id)
         task_ids = select(Task.task_id).where(Task.trial_id.in_(run_ids))  # continues add tasks

@@ -42,6 +42,11 @@ class Lifecycle:
         self._rm = rm
         self._start_gc = start_gc
 
+    @property
+    def rm(self) -> Any:
+        """The resource manager trials are scheduled on."""
+        return self._rm
+
     def runs(self, session: Session, exp_id: int) -> list[Run]:
         """The trials of an experiment, oldest first."""
         return list(

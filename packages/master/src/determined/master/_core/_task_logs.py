@@ -9,6 +9,7 @@ from sqlalchemy import event, insert
 from sqlalchemy.orm import Session
 
 from determined.master import _wire
+from determined.master._core._log_policies import monitor as monitor_log_policies
 from determined.master.db import Database, TaskLog, utcnow
 
 logger = logging.getLogger("determined.master")
@@ -81,5 +82,6 @@ def store_task_lines(db: Database, task_id: str, allocation_id: str, lines: list
     try:
         with db.write() as session:
             session.add_all(rows)
+            monitor_log_policies(session, rows)
     except Exception:
         logger.exception("master: storing %d log lines failed", len(rows))

@@ -5,7 +5,7 @@ Each experiment contributes its ``checkpoint_storage`` and either every trial (e
 directly or by filter: trials that appear later show up too) or the named trials. The task gets
 them as ``DET_TENSORBOARD_SPEC`` (JSON, what ``determined.tensorboard``'s ``Source.from_json``
 reads); the task service gives it a port and the ``/proxy/<task_id>/`` prefix. Deleting an
-experiment's TensorBoard files removes ``tensorboard/experiment/<id>/`` from its storage.
+experiment's TensorBoard files removes them from its storage (``_tensorboard_files``).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from determined.core import plugins
 from determined.master._core._task_records import parse_duration
 from determined.master._core._tasks import Tasks, TaskSpec, TaskView
+from determined.master._core._tensorboard_files import delete_tensorboard_files
 from determined.master._wire import APIError, get
 from determined.master.db import Database, Experiment, Run, User
 
@@ -211,19 +211,14 @@ class Tensorboards:
     # ---------------------------------------------------------------------------- files
 
     def delete_files(self, experiment_id: int) -> None:
-        """Remove ``tensorboard/experiment/<id>/`` from the experiment's checkpoint storage."""
-        with self._db.read() as session:
-            exp = session.get(Experiment, experiment_id)
-            if exp is None:
-                raise APIError(404, f"experiment {experiment_id} not found")
-            storage = dict(exp.config.get("checkpoint_storage") or {})
-        if not storage:
-            return
+        """Remove the experiment's TensorBoard files (``<cluster id>/tensorboard/experiment/<id>/``
+        and the older ``tensorboard/experiment/<id>/``) from its checkpoint storage."""
         try:
-            manager = plugins.checkpoint_storage(storage)
+            delete_tensorboard_files(self._db, experiment_id)
+        except LookupError:
+            raise APIError(404, f"experiment {experiment_id} not found") from None
         except ValueError as exc:
             raise APIError(400, f"experiment {experiment_id}: {exc}") from None
-        manager.delete(f"tensorboard/experiment/{experiment_id}", ["**/*"])
 
 
 def _description(experiment_ids: list[int], trial_ids: list[int]) -> str:

@@ -1,6 +1,7 @@
 """What comes after a trial's allocation ended (upstream's ``handleAllocationExit``).
 
-A trial that was stopping reaches its terminal state; a crash is retried up to ``max_restarts``; a
+A trial that was stopping reaches its terminal state; a crash is retried up to ``max_restarts``
+(unless the experiment's ``log_policies`` say otherwise: no retry, or not on that node); a
 trial that acknowledged a preemption pauses or runs again; one that simply finished completes. The
 searcher hears every terminal exit (an early exit first, as upstream reports it).
 """
@@ -12,6 +13,7 @@ from sqlalchemy.orm import Session
 from determined.master import _wire
 from determined.master._core._allocations import AllocState
 from determined.master._core._lifecycle import Lifecycle, exited_reason
+from determined.master._core._log_policies import failure_verdict, node_of_pool
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._task_logs import master_log
 from determined.master._wire import STOP_TO_TERMINAL
@@ -39,8 +41,13 @@ class TrialExits:
             self._notify_exit(session, exp, run, terminal)
         elif failed:
             max_restarts = int(exp.config.get("max_restarts", 5))
+            verdict = failure_verdict(
+                session, run, self._node_of_pool, alloc.allocation_id if alloc else None
+            )
             # ``restarts`` counts the restarts made, as upstream (2 after 3 failed runs with max 2)
-            if run.restarts + 1 > max_restarts:
+            if not verdict.retry:
+                self._fail(session, exp, run)
+            elif run.restarts + 1 > max_restarts:
                 master_log(
                     session,
                     run.task_id,
@@ -51,6 +58,19 @@ class TrialExits:
                 self._notify_exit(session, exp, run, "ERROR")
             elif exp.state == "ACTIVE" and run.state == "ACTIVE":
                 run.restarts += 1
+                pool = (exp.config.get("resources") or {}).get("resource_pool") or "default"
+                if self._node_of_pool(pool) in verdict.excluded_nodes:
+                    # upstream's launch_error: true (det's only behaviour): no node left, no wait
+                    master_log(
+                        session,
+                        run.task_id,
+                        f"task ID {run.task_id} slots requested exceeds {pool} resource pool"
+                        " capacity: every node of it is excluded by a log policy",
+                        "LOG_LEVEL_ERROR",
+                    )
+                    self._fail(session, exp, run)
+                    lifecycle.maybe_finish(session, exp)
+                    return
                 master_log(
                     session,
                     run.task_id,
@@ -67,6 +87,13 @@ class TrialExits:
         else:
             lifecycle.set_trial_state(session, run, "PAUSED")
         lifecycle.maybe_finish(session, exp)
+
+    def _fail(self, session: Session, exp: Experiment, run: Run) -> None:
+        self._lifecycle.set_trial_state(session, run, "ERROR")
+        self._notify_exit(session, exp, run, "ERROR")
+
+    def _node_of_pool(self, pool: str) -> str:
+        return node_of_pool(self._lifecycle.rm, pool)
 
     def _notify_exit(self, session: Session, exp: Experiment, run: Run, terminal: str) -> None:
         if exp.state in _wire.TERMINAL_STATES:

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from determined.master._core._log_policies import monitor as monitor_log_policies
 from determined.master._core._task_logs import master_log
 from determined.master._wire import APIError
 from determined.master.db import Allocation, Database, Experiment, Run, StorageBackend, TaskLog
@@ -79,9 +80,10 @@ class TrialRecords:
             row.is_ready = True
 
     def add_logs(self, rows: list[TaskLog]) -> None:
-        """Store log lines a task shipped itself."""
+        """Store log lines a task shipped itself (matched against its log policies)."""
         with self._db.write() as session:
             session.add_all(rows)
+            monitor_log_policies(session, rows)
 
 
 def deep_merge(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

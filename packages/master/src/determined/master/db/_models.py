@@ -160,6 +160,8 @@ class Run(Base):
     archived: Mapped[bool] = mapped_column(Boolean, default=False)
     external_trial_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
     """An unmanaged trial's id in the caller's world (a re-run with it finds this trial)."""
+    log_policy_matched: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    """The name of the last named log policy the trial's output matched (migration 0011)."""
     __table_args__ = (
         Index("ix_runs_experiment_request", "experiment_id", "request_id"),
         UniqueConstraint(
