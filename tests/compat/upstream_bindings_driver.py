@@ -353,8 +353,6 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
         d.call("get_TrialLogsFields", trialId=trial_id, follow=False)
     d.call("post_SearchRuns", body=b.v1SearchRunsRequest(limit=0, sort="id=desc"))
     d.call("post_SearchRuns", body=b.v1SearchRunsRequest(limit=2, filter=_runs_of(exps["errored"])))
-    d.call("post_SearchRuns", body=b.v1SearchRunsRequest(limit=0, sort="id=desc"))
-    d.call("post_SearchRuns", body=b.v1SearchRunsRequest(limit=2, filter=_runs_of(exps["errored"])))
     done = trials["completed"][0]
     d.call("get_GetMetrics", trialIds=[done], group="training")
     d.call("get_GetMetrics", trialIds=[done], group="validation")
@@ -677,14 +675,6 @@ def webhooks(d: Driver) -> None:
     d.call("delete_DeleteWebhook", id=hook_id)
     server.shutdown()
     server.server_close()
-
-
-def _runs_of(experiment_id: int) -> str:
-    """A run-search filter (the web UI's language) for one experiment's runs."""
-    field = {"kind": "field", "columnName": "experimentId", "location": "LOCATION_TYPE_RUN",
-             "operator": "=", "type": "COLUMN_TYPE_NUMBER", "value": experiment_id}  # fmt: skip
-    group = {"kind": "group", "conjunction": "and", "children": [field]}
-    return json.dumps({"filterGroup": group, "showArchived": False})
 
 
 def _runs_of(experiment_id: int) -> str:
