@@ -2,17 +2,24 @@
 serves HTTP and a TCP echo on its ports; ``/proxy/<task id>:<port>/`` reaches the HTTP one, a
 WebSocket on the TCP one carries the stream (upstream's ``determined.cli.tunnel`` protocol), only
 logged-in callers get through unless the port is ``unauthenticated``, and the services end with
-the trial."""
+the trial. det's own client side too: ``python -m determined.cli.tunnel`` and ``det e create -f
+-p``."""
 
 from __future__ import annotations
 
+import os
 import pathlib
+import re
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import requests
+import yaml
 from e2e.harness import TERMINAL
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
@@ -66,13 +73,8 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
-@pytest.fixture(scope="module")
-def serving(module_master: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    """A running trial with an HTTP port, a TCP port and an unauthenticated HTTP port."""
-    http_port, tcp_port, open_port = _free_ports(3)
-    context = tmp_path_factory.mktemp("ports")
-    (context / "servers.py").write_text(SERVERS)
-    config = {
+def _config(http_port: int, tcp_port: int, open_port: int) -> dict[str, Any]:
+    return {
         "name": "proxy-ports",
         "entrypoint": f"python3 servers.py {http_port} {tcp_port} {open_port}",
         "searcher": {"name": "single", "metric": "x", "max_length": 1},
@@ -86,8 +88,15 @@ def serving(module_master: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
             ]
         },
     }
-    api = module_master.api()
-    exp_id = api.create_experiment(config, pathlib.Path(context))
+
+
+def _serving(master: Any, context: pathlib.Path) -> dict[str, Any]:
+    """Start an experiment whose trial serves an HTTP port, a TCP port and an unauthenticated
+    HTTP port (free ports of this machine); its facts once the servers run."""
+    http_port, tcp_port, open_port = _free_ports(3)
+    (context / "servers.py").write_text(SERVERS)
+    api = master.api()
+    exp_id = api.create_experiment(_config(http_port, tcp_port, open_port), context)
     trial = api.wait_for(
         lambda: next(
             (t for t in api.trials(exp_id) if "Servers started" in "".join(api.logs(t["id"]))),
@@ -96,8 +105,8 @@ def serving(module_master: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
         120,
         "the trial's servers",
     )
-    token = module_master.login("determined")
-    yield {
+    token = master.login("determined")
+    return {
         "api": api,
         "exp_id": exp_id,
         "trial": trial,
@@ -106,10 +115,53 @@ def serving(module_master: Any, tmp_path_factory: pytest.TempPathFactory) -> Ite
         "tcp": tcp_port,
         "open": open_port,
         "headers": {"Authorization": f"Bearer {token}"},
-        "url": module_master.url,
+        "url": master.url,
     }
-    if api.experiment(exp_id)["state"] not in TERMINAL:
-        api.post(f"/api/v1/experiments/{exp_id}/kill")
+
+
+def _kill(serving: dict[str, Any]) -> None:
+    api = serving["api"]
+    if api.experiment(serving["exp_id"])["state"] not in TERMINAL:
+        api.post(f"/api/v1/experiments/{serving['exp_id']}/kill")
+
+
+@pytest.fixture(scope="module")
+def serving(module_master: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    """A running trial with an HTTP port, a TCP port and an unauthenticated HTTP port."""
+    facts = _serving(module_master, tmp_path_factory.mktemp("ports"))
+    yield facts
+    _kill(facts)
+
+
+def _echo_through(
+    port: int, message: bytes, proc: subprocess.Popen[str], timeout: float = 60
+) -> None:
+    """Poll until ``localhost:port`` (a tunnel's listener) echoes ``message``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        assert proc.poll() is None, f"the tunnel exited: {proc.communicate()}"
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=10) as conn:
+                conn.sendall(message)
+                received = b""
+                while len(received) < len(message):
+                    chunk = conn.recv(4096)
+                    if not chunk:
+                        break
+                    received += chunk
+            assert received == message, received
+            return
+        except ConnectionRefusedError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def _cli_env(url: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"DET_MASTER": url, "DET_USER": "determined", "DET_PASS": ""})
+    env.pop("DET_USER_TOKEN", None)
+    return env
 
 
 def test_http_port_is_reached_through_the_master(serving: dict) -> None:
@@ -157,11 +209,58 @@ def test_unauthenticated_callers_are_refused_unless_the_port_allows_them(serving
     assert answer.status_code == 404 and "proxy port 1" in answer.text
 
 
-def test_ports_end_with_the_trial(serving: dict) -> None:
+def test_dets_tunnel_module_serves_a_local_port(serving: dict, tmp_path: pathlib.Path) -> None:
+    (listen,) = _free_ports(1)
+    argv = [sys.executable, "-m", "determined.cli.tunnel", "--listener", str(listen), "--auth"]
+    env = _cli_env(serving["url"]) | {"DET_CONFIG_DIR": str(tmp_path)}
+    service = f"{serving['task']}:{serving['tcp']}"
+    with subprocess.Popen([*argv, serving["url"], service], env=env, text=True) as proc:
+        try:
+            _echo_through(listen, b"Hello, Server", proc)
+            _echo_through(listen, bytes(range(256)) * 512, proc)
+        finally:
+            proc.terminate()
+
+
+def test_det_e_create_publishes_the_first_trials_port(
+    module_master: Any, tmp_path: pathlib.Path
+) -> None:
+    http_port, tcp_port, open_port = _free_ports(3)
+    (listen,) = _free_ports(1)
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "servers.py").write_text(SERVERS)
+    (tmp_path / "exp.yaml").write_text(yaml.safe_dump(_config(http_port, tcp_port, open_port)))
+    det = pathlib.Path(sys.executable).parent / "det"
+    argv = [str(det), "e", "create", str(tmp_path / "exp.yaml"), str(context)]
+    argv += ["-f", "-p", f"{listen}:{tcp_port}"]
+    env = _cli_env(module_master.url) | {"DET_CONFIG_DIR": str(tmp_path / "config")}
+    api = module_master.api()
+    with subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None
+        exp_id = None
+        try:
+            for line in proc.stdout:
+                found = re.search(r"Created experiment (\d+)", line)
+                if found:
+                    exp_id = int(found.group(1))
+                if "Servers started" in line:
+                    break
+            assert exp_id is not None
+            _echo_through(listen, b"published", proc)
+        finally:
+            if exp_id is not None:
+                api.post(f"/api/v1/experiments/{exp_id}/kill")
+            proc.terminate()
+
+
+def test_ports_end_with_the_trial(module_master: Any, tmp_path: pathlib.Path) -> None:
+    serving = _serving(module_master, tmp_path)
+    url = f"{serving['url']}/proxy/{serving['task']}:{serving['http']}/"
+    assert requests.get(url, headers=serving["headers"], timeout=30).status_code == 200
     api = serving["api"]
     api.post(f"/api/v1/experiments/{serving['exp_id']}/kill")
     api.wait_experiment(serving["exp_id"])
-    url = f"{serving['url']}/proxy/{serving['task']}:{serving['http']}/"
     api.wait_for(
         lambda: requests.get(url, headers=serving["headers"], timeout=30).status_code == 404,
         30,

@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from determined import client
-from determined.cli import _experiment_test_mode, _local_master, _render, _session
+from determined.cli import _experiment_test_mode, _local_master, _render, _session, _tunnel
 from determined.cli._config_file import (
     CONFIG_HELP,
     apply_overrides,
@@ -138,7 +138,22 @@ def _submit(
         # Nothing outlives this command's master: follow the trial, then wait for the end.
         follow_first_trial(args, experiment_id)
         _wait_local_end(args, experiment_id)
+    elif args.follow_first_trial and not args.paused and getattr(args, "publish", None):
+        _follow_published(args, experiment_id)
     elif args.follow_first_trial and not args.paused:
+        follow_first_trial(args, experiment_id)
+
+
+def _follow_published(args: argparse.Namespace, experiment_id: int) -> None:
+    """``-f -p PORT``: follow the first trial with its proxy ports served on local ports."""
+    try:
+        ports = _tunnel.parse_publish(args.publish)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    session = _session.setup_session(args)
+    task_id = _tunnel.first_trial_task(lambda: get_trials(args, experiment_id))
+    listeners = [_tunnel.Listener(f"{task_id}:{remote}", local) for local, remote in ports.items()]
+    with _tunnel.listening(session.master_url, session.token, listeners, session.cert):
         follow_first_trial(args, experiment_id)
 
 
@@ -198,6 +213,14 @@ CREATE = Cmd(
         Arg("--project_id", type=int, help="place this experiment inside this project"),
         Arg("--template", help="name of template to apply to the experiment configuration"),
         Arg("--config", action="append", default=[], help=CONFIG_HELP),
+        Arg(
+            "-p",
+            "--publish",
+            action="append",
+            default=[],
+            help="with -f: serve a proxy port of the first trial on a local port "
+            "(PORT or LOCAL:TRIAL; environment.proxy_ports with proxy_tcp)",
+        ),
         Group(
             Arg(
                 "-f",
