@@ -20,6 +20,7 @@ from determined.cli import (
     _agent,
     _checkpoint,
     _command,
+    _config_policies,
     _deploy,
     _experiment,
     _job,
@@ -126,6 +127,7 @@ COMMANDS: list[Node] = [
     *_notebook.COMMANDS,
     *_project.COMMANDS,
     *_template.COMMANDS,
+    *_config_policies.COMMANDS,
     *_rbac.COMMANDS,
     *_workspace.COMMANDS,
 ]

@@ -3,9 +3,9 @@ processes call its REST API.
 
 ``Client(session)`` groups one resource client per REST resource (``.master``, ``.experiments``,
 ``.trials``, ``.checkpoints``, ``.models``, ``.users``, ``.cluster``, ``.tensorboards``,
-``.notebooks``, ``.templates``); ``MasterClient`` has the calls a task process makes. Both call
-the master only through the routes of ``ROUTES`` (upstream Determined's paths and JSON
-conventions), which a test checks against the master's OpenAPI document.
+``.notebooks``, ``.templates``, ``.config_policies``); ``MasterClient`` has the calls a task
+process makes. Both call the master only through the routes of ``ROUTES`` (upstream Determined's
+paths and JSON conventions), which a test checks against the master's OpenAPI document.
 ``Session`` carries the master URL, the token and the retry policy (only idempotent calls are retried).
 """
 
@@ -13,6 +13,7 @@ from determined.client._api import Client
 from determined.client._checkpoints import CheckpointsClient
 from determined.client._client import MasterClient, metrics_body, utc_now_iso
 from determined.client._cluster import ClusterClient, MasterInfoClient
+from determined.client._config_policies import ConfigPoliciesClient
 from determined.client._context_dir import MAX_CONTEXT_SIZE, ContextTooLargeError, read_context_dir
 from determined.client._errors import (
     APIError,
@@ -48,6 +49,7 @@ __all__ = [
     "ClientError",
     "ClusterClient",
     "CommandsClient",
+    "ConfigPoliciesClient",
     "ContextTooLargeError",
     "CreatedExperiment",
     "ExperimentsClient",

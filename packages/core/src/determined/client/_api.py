@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from determined.client._checkpoints import CheckpointsClient
 from determined.client._cluster import ClusterClient, MasterInfoClient
+from determined.client._config_policies import ConfigPoliciesClient
 from determined.client._experiments import ExperimentsClient
 from determined.client._models import ModelsClient
 from determined.client._notebooks import NotebooksClient
@@ -48,6 +49,7 @@ class Client:
         self.projects = ProjectsClient(session)
         self.workspaces = WorkspacesClient(session)
         self.templates = TemplatesClient(session)
+        self.config_policies = ConfigPoliciesClient(session)
 
     def __repr__(self) -> str:
         return f"Client({self.session.master_url!r})"

@@ -59,6 +59,10 @@ class MasterConfig:
         webhooks: upstream's section: ``signing_key`` (the HMAC key of webhooks' signature
             header; random per start when unset) and ``base_url`` (the web UI's address, for
             links in Slack messages).
+        task_container_defaults: upstream's section of defaults for every workload's config
+            (``environment_variables``, ...; ``determined.master._task_container_defaults``).
+        resource_pools: upstream's list of pools; det reads each ``pool_name`` and its
+            ``task_container_defaults`` (merged over the top-level ones for that pool).
     """
 
     host: str = "127.0.0.1"
@@ -79,6 +83,15 @@ class MasterConfig:
     tls_key: str | None = None
     db_busy_timeout_s: float = 30.0
     webhooks: dict[str, Any] | None = None
+    task_container_defaults: dict[str, Any] | None = None
+    resource_pools: list[dict[str, Any]] | None = None
+
+    def task_container_defaults_for(self, pool: str) -> dict[str, Any]:
+        """The ``task_container_defaults`` of workloads in ``pool``: the pool's over the
+        master's."""
+        from determined.master import _task_container_defaults as tcd
+
+        return tcd.merged(self.task_container_defaults, tcd.pools(self.resource_pools).get(pool))
 
     def limits_config(self) -> Limits:
         """The parsed ``limits`` section."""
@@ -187,3 +200,7 @@ class MasterConfig:
         ):
             raise ValueError("checkpoint_storage_roots: must be a list of directories")
         self.tls_files()
+        from determined.master import _task_container_defaults as tcd
+
+        tcd.check(self.task_container_defaults, "task_container_defaults")
+        tcd.pools(self.resource_pools)

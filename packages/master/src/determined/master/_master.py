@@ -158,6 +158,7 @@ class Master:
         self._manager.webhooks.configure(self.config.webhooks)
         self._manager.tokens.settings = TokenSettings.from_security(self.config.security)
         self._manager.tasks.limits = self.config.limits_config()
+        self._manager.tasks.container_defaults = self.config.task_container_defaults_for
         _context.allow_contexts_up_to(self._manager.tasks.limits.max_context_bytes)
         sock = socket.socket(socket.AF_INET6 if ":" in self.config.host else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -106,6 +106,8 @@ def master_config(request: Request, p: Principal = Depends(authenticate)) -> dic
             "log": log_settings_of(request).describe(),
             # a trial with no node left to run on (log policies) errors instead of waiting
             "launch_error": True,
+            "task_container_defaults": cfg.task_container_defaults,
+            "resource_pools": cfg.resource_pools,
         }
     }
 
@@ -360,6 +362,9 @@ def create_app(master: Master) -> FastAPI:
     from determined.master._api import _webhooks
 
     app.include_router(_webhooks.router)
+    from determined.master._api import _config_policies
+
+    app.include_router(_config_policies.router)
     from determined.master._api import _commands, _notebooks, _proxy
 
     app.include_router(_commands.router)

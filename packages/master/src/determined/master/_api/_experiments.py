@@ -14,14 +14,17 @@ from determined.master._api import _serialize
 from determined.master._api._access import (
     P,
     acting_user,
+    experiment_workspace,
     on_experiment,
     require_experiment,
     require_project,
     visible,
 )
+from determined.master._api._config_policies import shape_experiment
 from determined.master._api._deps import (
     Principal,
     authenticate,
+    authz_of,
     bool_param,
     experiments_of,
     int_param,
@@ -129,6 +132,15 @@ def create_experiment(
     project_id = projects.experiment_target(int_param(get(body, "project_id"), "projectId"), config)
     require_project(request, principal, project_id, P.CREATE_EXPERIMENT)
     projects.check_can_add(project_id)
+    workspace_id = authz_of(request).workspace_of_project(project_id)
+    pool = resources.get("resource_pool") or (
+        master.manager.workspaces.default_pool_of_project(project_id, slots) or "default"
+    )
+    shaped = shape_experiment(request, merged, workspace_id, pool)  # docs/config_policies.md
+    if shaped is not merged:
+        merged = shaped
+        validated = validate_config(master, merged)
+        config = validated.config
     workspace_storage = master.manager.workspaces.checkpoint_storage_of_project(project_id)
     if workspace_storage is not None:
         validated = validate_config(master, merged, workspace_storage)
@@ -139,6 +151,7 @@ def create_experiment(
         problem = master.rm.validate(slots, resource_pool=workspace_pool)
         if problem:
             raise APIError(400, f"resources: {problem} (the workspace's default pool)")
+    master.manager.config_policies.check_experiment(workspace_id, config)
     if parent_id is not None:
         require_experiment(request, principal, parent_id, P.VIEW_EXPERIMENT_METADATA)
     # Upstream's `warnings` holds only LaunchWarning enum values (its client rejects anything else);
@@ -285,7 +298,14 @@ def patch_experiment(
     principal: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Change name, description, notes, labels, scheduling limits or the checkpoint GC policy."""
-    experiments_of(request).patch(experiment_id, _parse_patch(sub_object(body, "experiment")))
+    patch = _parse_patch(sub_object(body, "experiment"))
+    if patch.priority is not None or patch.max_slots is not None:  # docs/config_policies.md
+        with master_of(request).db.read() as session:
+            ws = experiment_workspace(request, session, experiment_id)
+        master_of(request).manager.config_policies.check_update(
+            ws, "EXPERIMENT", priority=patch.priority, max_slots=patch.max_slots
+        )
+    experiments_of(request).patch(experiment_id, patch)
     with master_of(request).db.read() as session:
         return {
             "experiment": _serialize.experiment(

@@ -25,6 +25,7 @@
     Tensorboards        TensorBoard tasks over trials' event files; experiments' TensorBoard files
     Notebooks           JupyterLab tasks behind the proxy; Jupyter's activity for their idle timeout
     Templates           config templates, merged under an experiment's config on create
+    ConfigPolicies      admins' invariant configs and constraints of experiments and tasks
     ExperimentLabels    experiments' labels one at a time, and every label in use
     Projects            projects of workspaces, their notes, and moving experiments between them
     Workspaces          workspaces: projects' containers, their pins and defaults (checkpoint storage)
@@ -51,6 +52,7 @@ from determined.master._core._authz import Authz
 from determined.master._core._checkpoints import Checkpoints
 from determined.master._core._cluster_messages import ClusterMessages
 from determined.master._core._cluster_view import ClusterView
+from determined.master._core._config_policies import ConfigPolicies
 from determined.master._core._events import AllocationEvents
 from determined.master._core._experiments import Experiments
 from determined.master._core._gc_tasks import CheckpointGC
@@ -137,6 +139,8 @@ class Manager:
         self.tensorboards = Tensorboards(db, self.tasks, rm, "127.0.0.1" if local else "0.0.0.0")
         self.notebooks = Notebooks(self.tasks, "127.0.0.1" if local else "0.0.0.0")
         self.templates = Templates(db)
+        self.config_policies = ConfigPolicies(db)
+        self.tasks.config_policies = self.config_policies
         self.experiment_labels = ExperimentLabels(self.transactions, db)
         self.webhooks = Webhooks(db, self.authz)
         self._metrics_writer: MetricsWriter | None = None

@@ -21,6 +21,7 @@ from typing import Any
 from sqlalchemy import select
 
 from determined.master import _auth
+from determined.master._core._config_policies import NTSC_KINDS
 from determined.master._core._quotas import check_task_quota
 from determined.master._core._task_logs import master_log
 from determined.master._core._task_records import (
@@ -33,6 +34,7 @@ from determined.master._core._task_records import (
 from determined.master._core._task_runs import LiveTask, TaskRuns
 from determined.master._core._task_watch import TaskWatchdog
 from determined.master._limits import Limits
+from determined.master._task_container_defaults import with_container_defaults
 from determined.master._wire import APIError
 from determined.master.db import Allocation, Database, NtscTask, Task, User, UserSession, utcnow
 
@@ -62,6 +64,10 @@ class Tasks:
         self.watchdog = TaskWatchdog(self.runs)
         self.limits = Limits()
         """The master config's limits (the master sets them; the per-user task quota)."""
+        self.config_policies: Any = None
+        """The admins' config policies (``_config_policies.ConfigPolicies``; the manager sets it)."""
+        self.container_defaults: Callable[[str], dict[str, Any]] = lambda pool: {}
+        """A pool's ``task_container_defaults`` (the master sets it from its config)."""
 
     # ------------------------------------------------------------------------------------------
     # the live tasks (see TaskRuns)
@@ -161,6 +167,10 @@ class Tasks:
         problem = self._rm.validate(slots, resource_pool=pool)
         if problem:
             raise APIError(400, f"resources: {problem}")
+        if self.config_policies is not None and spec.kind in NTSC_KINDS:
+            asked = spec.priority if spec.priority is not None else resources.get("priority")
+            self.config_policies.check_task(spec.workspace_id, slots, asked)
+        config = with_container_defaults(config, self.container_defaults(pool))
         description = spec.description or str(config.get("description") or "")
         if not description:
             description = f"{spec.kind.capitalize()} ({' '.join(spec.argv)[:60]})"
@@ -271,6 +281,8 @@ class Tasks:
             raise APIError(403, f"only the owner of task {task_id} or an admin may change it")
         if view.done:
             raise APIError(400, f"task {task_id} has ended")
+        if self.config_policies is not None and view.kind in NTSC_KINDS:
+            self.config_policies.check_update(view.workspace_id, "NTSC", priority=priority)
         with self._db.write() as session:
             row = session.get(NtscTask, task_id)
             if row is not None:
