@@ -53,6 +53,8 @@ def _parse(body: dict[str, Any]) -> Any:
         raise APIError(400, "configPolicies: must be YAML or JSON text")
     try:
         return json.loads(text)
+    except RecursionError:
+        raise APIError(400, "configPolicies: the JSON document is nested too deeply") from None
     except ValueError:
         return load_yaml(text, "configPolicies")
 
