@@ -163,7 +163,10 @@ class AgentStates:
                         "master: stored state of agent %s ignored: no such agent now", agent_id
                     )
                     continue
-                self._apply(agent_id, pool)
+                try:
+                    self._apply(agent_id, pool)
+                except APIError as e:
+                    logger.warning("master: stored state of agent %s ignored: %s", agent_id, e)
 
     # ------------------------------------------------------------------------------------------
     # inside
