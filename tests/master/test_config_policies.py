@@ -391,3 +391,25 @@ def test_det_config_policies(det: Any, admin: Client, tmp_path: pathlib.Path) ->
     bad.write_text("constraints: {max_slots: 1}\n")
     code, _, err = det.run("config-policies", "set", "experiment", str(bad))
     assert code != 0 and "constraints.max_slots" in err
+
+
+def test_one_row_per_scope_on_sqlite_and_postgresql(master: Any) -> None:
+    """Putting twice replaces the row of its scope (the global rows have a partial unique index
+    of their own) on both databases."""
+    admin = Client(master.url).login("admin")
+    for text in ("constraints: {priority_limit: 3}", "constraints: {priority_limit: 4}"):
+        assert _put(admin, _global("EXPERIMENT"), text).status_code == 200
+        assert _put(admin, _workspace(1, "EXPERIMENT"), text).status_code == 200
+    assert _put(admin, _global("NTSC"), NTSC_JSON).status_code == 200
+    assert admin.get(_global("EXPERIMENT"))["configPolicies"] == {
+        "constraints": {"priority_limit": 4}
+    }
+    assert admin.get(_workspace(1, "EXPERIMENT"))["configPolicies"] == {
+        "constraints": {"priority_limit": 4}
+    }
+    from sqlalchemy import func, select
+
+    from determined.master.db._policy_models import TaskConfigPolicy
+
+    with master.db.read() as session:
+        assert session.scalar(select(func.count()).select_from(TaskConfigPolicy)) == 3
