@@ -358,6 +358,7 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
     d.call("get_GetMetrics", trialIds=[done], group="validation")
     d.call("get_GetTrainingMetrics", trialIds=[done])
     d.call("get_GetValidationMetrics", trialIds=[done])
+    metric_reads(d, exps, done, config_yaml, files)
     checkpoint = d.call("get_GetTrialCheckpoints", id=done).checkpoints[0]
     spare_ckpt = d.call("get_GetTrialCheckpoints", id=trials["spare"][0]).checkpoints[0].uuid
     d.call("get_GetCheckpoint", checkpointUuid=checkpoint.uuid)
@@ -635,6 +636,49 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
     d.call("delete_DeleteProject", id=spare_project)
     d.call("delete_DeleteWorkspace", id=ws2)
     d.call("post_Logout")
+
+
+def metric_reads(
+    d: Driver, exps: dict[str, int], trial: int, config_yaml: str, files: list[b.v1File]
+) -> None:
+    """Metric reads across trials (docs/metrics.md). The experiments are terminal, so each stream
+    answers its lines and ends; the trial sample needs a search that is not ``single``."""
+    metric_ids = ["training.loss", "validation.validation_loss"]
+    d.call("get_CompareTrials", trialIds=[trial], metricIds=metric_ids)
+    d.call(
+        "get_CompareTrials",
+        trialIds=[trial],
+        metricNames=["loss"],
+        metricType=b.v1MetricType.TRAINING,
+    )
+    d.call("get_GetProjectNumericMetricsRange", id=1)
+    d.call("get_ExpMetricNames", ids=[exps["completed"], exps["errored"]], periodSeconds=1)
+    completed = exps["completed"]
+    d.call("get_MetricBatches", experimentId=completed, metricName="loss", group="training")
+    d.call(
+        "get_TrialsSnapshot",
+        experimentId=completed,
+        metricName="validation_loss",
+        metricType=b.v1MetricType.VALIDATION,
+        batchesProcessed=1,
+    )
+    config = json.loads(config_yaml)
+    config["searcher"] = {"name": "random", "metric": "validation_loss", "max_trials": 1}
+    searched = d.call(
+        "post_CreateExperiment",
+        body=b.v1CreateExperimentRequest(
+            config=json.dumps(config), modelDefinition=files, activate=False, projectId=1
+        ),
+    )
+    if searched is not None:
+        d.call("post_KillExperiment", id=searched.experiment.id)  # the stream ends once CANCELED
+        d.call(
+            "get_TrialsSample",
+            experimentId=searched.experiment.id,
+            metricName="validation_loss",
+            group="validation",
+            periodSeconds=1,
+        )
 
 
 def webhooks(d: Driver) -> None:
