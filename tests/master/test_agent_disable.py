@@ -128,8 +128,9 @@ def one_slot(make_master: Any, sqlite_url: str) -> Any:
 
 
 def test_disabled_slot_queues_work_and_the_switch_survives_a_restart(
-    one_slot: Any, config_of: Any, waiter: Any, files_of: Any, trial_script: str
+    make_master: Any, db_url: str, config_of: Any, waiter: Any, files_of: Any, trial_script: str
 ) -> None:
+    one_slot = make_master(db_url, slots=1)  # SQLite, then PostgreSQL
     admin = Api(one_slot.url)
     agent = admin.agent()
     agent_id = agent["id"]
