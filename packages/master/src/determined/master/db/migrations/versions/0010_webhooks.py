@@ -1,5 +1,6 @@
-"""webhooks: ``webhooks``, ``webhook_triggers``, ``webhook_task_log_triggers`` and
-``webhook_events_queue`` (issue 25)
+"""webhooks: tables webhooks, webhook_triggers, webhook_task_log_triggers, webhook_events_queue
+
+Issue 25: upstream's webhooks (``_core/_webhooks.py``).
 
 New tables only; no existing row changes.
 
