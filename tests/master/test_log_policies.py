@@ -198,13 +198,12 @@ def test_a_bad_run_filter_is_refused_naming_the_field(api: Any) -> None:
         assert field in str(raised.value)
 
 
-def test_the_matched_name_survives_a_master_restart(
-    sqlite_master: Any, context: pathlib.Path
-) -> None:
-    api = sqlite_master.api()
+def test_the_matched_name_survives_a_master_restart(master: Any, context: pathlib.Path) -> None:
+    """On SQLite and PostgreSQL (migration 0011 on both)."""
+    api = master.api()
     exp_id = _run(api, context, [{"name": "kept", "pattern": MATCH}], max_restarts=0)
-    sqlite_master.restart()
-    api = sqlite_master.api()
+    master.restart()
+    api = master.api()
     assert api.trials(exp_id)[0]["logPolicyMatched"] == "kept"
     assert _search_run(api, exp_id)["logPolicyMatched"] == "kept"
 
