@@ -85,10 +85,10 @@ class Receiver:
 
 
 @pytest.fixture(scope="module")
-def basic_master(make_module_master: Any) -> Any:
-    """Upstream's open-source master: basic authorization."""
+def basic_master(module_db_url: str, make_module_master: Any) -> Any:
+    """Upstream's open-source master (basic authorization), on SQLite and on PostgreSQL."""
     return make_module_master(
-        security={"authz": {"type": "basic"}}, webhooks={"signing_key": SIGNING_KEY}
+        module_db_url, security={"authz": {"type": "basic"}}, webhooks={"signing_key": SIGNING_KEY}
     )
 
 
