@@ -38,6 +38,7 @@ from determined.cli import (
     _token,
     _trial,
     _user,
+    _webhook,
     _workspace,
 )
 from determined.cli._config_file import parse_config, read_config_text
@@ -130,6 +131,7 @@ COMMANDS: list[Node] = [
     *_config_policies.COMMANDS,
     *_rbac.COMMANDS,
     *_workspace.COMMANDS,
+    *_webhook.COMMANDS,
 ]
 
 

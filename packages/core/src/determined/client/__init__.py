@@ -3,7 +3,7 @@ processes call its REST API.
 
 ``Client(session)`` groups one resource client per REST resource (``.master``, ``.experiments``,
 ``.trials``, ``.checkpoints``, ``.models``, ``.users``, ``.cluster``, ``.tensorboards``,
-``.notebooks``, ``.templates``, ``.config_policies``); ``MasterClient`` has the calls a task
+``.notebooks``, ``.templates``, ``.config_policies``, ``.webhooks``); ``MasterClient`` has the calls a task
 process makes. Both call the master only through the routes of ``ROUTES`` (upstream Determined's
 paths and JSON conventions), which a test checks against the master's OpenAPI document.
 ``Session`` carries the master URL, the token and the retry policy (only idempotent calls are retried).
@@ -38,6 +38,7 @@ from determined.client._token_store import TokenStore
 from determined.client._tokens import TokensClient
 from determined.client._trials import TrialsClient
 from determined.client._users import UsersClient
+from determined.client._webhooks import WebhooksClient
 from determined.client._workspaces import WorkspacesClient
 
 __all__ = [
@@ -73,6 +74,7 @@ __all__ = [
     "TrialsClient",
     "UnauthenticatedError",
     "UsersClient",
+    "WebhooksClient",
     "WorkspacesClient",
     "create_experiment",
     "hash_password",

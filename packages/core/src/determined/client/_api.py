@@ -17,6 +17,7 @@ from determined.client._tensorboards import TensorboardsClient
 from determined.client._tokens import TokensClient
 from determined.client._trials import TrialsClient
 from determined.client._users import UsersClient
+from determined.client._webhooks import WebhooksClient
 from determined.client._workspaces import WorkspacesClient
 
 
@@ -49,6 +50,7 @@ class Client:
         self.projects = ProjectsClient(session)
         self.workspaces = WorkspacesClient(session)
         self.templates = TemplatesClient(session)
+        self.webhooks = WebhooksClient(session)
         self.config_policies = ConfigPoliciesClient(session)
 
     def __repr__(self) -> str:

@@ -277,6 +277,13 @@ TEMPLATE_PATCH_CONFIG = _route(
 TEMPLATE_RENAME = _route("templates.rename", "PATCH", "/api/v1/template/rename", False)
 TEMPLATE_DELETE = _route("templates.delete", "DELETE", "/api/v1/templates/{template_name}")
 
+# ---- webhooks -------------------------------------------------------------------------------------
+WEBHOOKS_LIST = _route("webhooks.list", "GET", "/api/v1/webhooks")
+WEBHOOK_CREATE = _route("webhooks.create", "POST", "/api/v1/webhooks", False)
+WEBHOOK_PATCH = _route("webhooks.patch", "PATCH", "/api/v1/webhooks/{webhook_id}")
+WEBHOOK_TEST = _route("webhooks.test", "POST", "/api/v1/webhooks/{webhook_id}/test", False)
+WEBHOOK_DELETE = _route("webhooks.delete", "DELETE", "/api/v1/webhooks/{webhook_id}")
+
 # ---- allocations, tasks and webhooks --------------------------------------------------------------
 ALLOCATION_PREEMPTION = _route(
     "allocations.preemption_signal", "GET", "/api/v1/allocations/{allocation_id}/signals/preemption"
