@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
@@ -25,10 +23,10 @@ from determined.master._api._deps import (
     trial_records_of,
 )
 from determined.master._api._metric_reports import parse_reports
+from determined.master._api._metric_stream import metric_rows, stream_lines
 from determined.master._wire import (
     TERMINAL_STATES,
     APIError,
-    clean_float,
     get,
     sub_object,
     to_float,
@@ -336,21 +334,6 @@ def post_run_metadata(
     return {"metadata": trial_records_of(request).merge_metadata(run_id, meta)}
 
 
-def _metric_report(row: Metric) -> dict[str, Any]:
-    # ``metrics`` is a free-form struct upstream: the stored snake_case keys are returned as-is
-    # (``avg_metrics``, ``batch_metrics`` and, for validation, ``validation_metrics``).
-    return {
-        "id": row.id,
-        "trialId": row.trial_id,
-        "trialRunId": row.trial_run_id,
-        "totalBatches": row.total_batches,
-        "endTime": ts(row.end_time),
-        "metrics": clean_float(row.metrics),
-        "group": row.group,
-        "archived": row.archived,
-    }
-
-
 def _metrics_stream(request: Request, p: Principal, group: str | None) -> StreamingResponse:
     q = request.query_params
     ids = [int_param(t, "trialIds") for t in q.getlist("trialIds") + q.getlist("trial_ids")]
@@ -364,22 +347,8 @@ def _metrics_stream(request: Request, p: Principal, group: str | None) -> Stream
         for trial_id in ids:
             run = _get_run(session, trial_id)
             require_trial(request, p, run.id, P.VIEW_EXPERIMENT_METADATA)
-        rows = list(
-            session.scalars(
-                select(Metric)
-                .where(Metric.trial_id.in_(ids), Metric.group == group, Metric.archived.is_(False))
-                .order_by(Metric.trial_id, Metric.total_batches, Metric.id)
-            )
-        )
-
-    def lines() -> Iterator[bytes]:
-        for start in range(0, len(rows), 1000):
-            chunk = [_metric_report(r) for r in rows[start : start + 1000]]
-            yield (json.dumps({"result": {"metrics": chunk}}) + "\n").encode()
-        if not rows:
-            yield (json.dumps({"result": {"metrics": []}}) + "\n").encode()
-
-    return StreamingResponse(lines(), media_type="application/json")
+        rows = metric_rows(session, ids, group)
+    return StreamingResponse(stream_lines(rows), media_type="application/json")
 
 
 @router.get("/api/v1/trials/metrics/trial_metrics")
