@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from determined.master.db import Allocation, Experiment, Run, Task, TaskLog
@@ -148,17 +149,20 @@ def _record(session: Session, policy: LogPolicy, line: TaskLog) -> None:
         )
     )
     if seen is None:
-        session.add(
-            LogPolicyMatch(
-                task_id=line.task_id,
-                allocation_id=allocation_id,
-                policy_name=policy.name,
-                regex=policy.pattern,
-                action=policy.action,
-                triggering_log=(line.log or "").rstrip("\n"),
-            )
-        )
-        session.flush()
+        try:
+            with session.begin_nested():  # a concurrent batch may have recorded it first
+                session.add(
+                    LogPolicyMatch(
+                        task_id=line.task_id,
+                        allocation_id=allocation_id,
+                        policy_name=policy.name,
+                        regex=policy.pattern,
+                        action=policy.action,
+                        triggering_log=(line.log or "").rstrip("\n"),
+                    )
+                )
+        except IntegrityError:
+            pass
     if policy.name is not None:
         run = session.scalar(
             select(Run).join(Task, Task.trial_id == Run.id).where(Task.task_id == line.task_id)
