@@ -268,3 +268,69 @@ def test_ports_end_with_the_trial(module_master: Any, tmp_path: pathlib.Path) ->
     )
     answer = requests.get(url, headers=serving["headers"], timeout=30)
     assert "not found" in answer.text
+
+
+TAKE_TURNS = r"""
+import http.server, os, pathlib, sys, threading
+port, marker_dir = int(sys.argv[1]), pathlib.Path(sys.argv[2])
+class Ok(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+server = http.server.ThreadingHTTPServer(("127.0.0.1", port), Ok)
+threading.Thread(target=server.serve_forever, daemon=True).start()
+print("Servers started", flush=True)
+while not (marker_dir / os.environ["DET_TRIAL_ID"]).exists():
+    threading.Event().wait(0.1)
+"""
+
+
+def test_trials_on_one_machine_take_turns_on_a_port(
+    module_master: Any, tmp_path: pathlib.Path
+) -> None:
+    """Two processes cannot listen on one port: a trial whose port another trial holds waits for
+    it (its log says so), and a kill meanwhile ends it unlaunched."""
+    (port,) = _free_ports(1)
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "serve.py").write_text(TAKE_TURNS)
+    markers = tmp_path / "markers"
+    markers.mkdir()
+    config = {
+        "name": "take-turns",
+        "entrypoint": f"python3 serve.py {port} {markers}",
+        "searcher": {"name": "grid", "metric": "x", "max_concurrent_trials": 3},
+        "hyperparameters": {"n": {"type": "categorical", "vals": [1, 2, 3]}},
+        "resources": {"slots_per_trial": 0},
+        "max_restarts": 0,
+        "environment": {"proxy_ports": [{"proxy_port": port}]},
+    }
+    api = module_master.api()
+    exp_id = api.create_experiment(config, context)
+
+    def by_log() -> tuple[list[dict], list[dict]]:
+        trials = api.trials(exp_id)
+        logs = {t["id"]: "".join(api.logs(t["id"])) for t in trials}
+        serving = [t for t in trials if "Servers started" in logs[t["id"]]]
+        waiting = [t for t in trials if "waits for proxy ports" in logs[t["id"]]]
+        return serving, waiting
+
+    api.wait_for(lambda: (s := by_log()) and len(s[0]) == 1 and len(s[1]) == 2, 120, "1 + 2")
+    (first,), waiting = by_log()
+    url = f"{module_master.url}/proxy/{first['taskId']}:{port}/"
+    headers = {"Authorization": f"Bearer {module_master.login('determined')}"}
+    assert requests.get(url, headers=headers, timeout=30).status_code == 200
+    (markers / str(first["id"])).write_text("stop")
+    second = api.wait_for(
+        lambda: next((t for t in by_log()[0] if t["id"] != first["id"]), None), 120, "a turn"
+    )
+    assert second["id"] in {t["id"] for t in waiting}
+    url = f"{module_master.url}/proxy/{second['taskId']}:{port}/"
+    api.wait_for(lambda: requests.get(url, headers=headers, timeout=30).status_code == 200, 30)
+    # the third still waits; a kill ends it without a launch
+    api.post(f"/api/v1/experiments/{exp_id}/kill")
+    assert api.wait_experiment(exp_id, timeout=60) == "STATE_CANCELED"
+    serving, _ = by_log()
+    assert {t["id"] for t in serving} == {first["id"], second["id"]}

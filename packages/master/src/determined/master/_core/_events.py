@@ -75,6 +75,7 @@ class AllocationEvents:
         sqlalchemy.event.listen(self._db.engine, "after_cursor_execute", self._db_answered)
         sqlalchemy.event.listen(self._db.engine, "handle_error", self._db_erred)
         self.proxy_ports = ProxyPorts()
+        self._port_waits: set[str] = set()
         """The ``environment.proxy_ports`` services of launched trials (``/proxy/<task>:<port>/``)."""
         self.tasks: Any = None
         """The tasks service (commands, notebooks, ...): the events of its allocations go there."""
@@ -203,6 +204,8 @@ class AllocationEvents:
                 self._rm.release(aid)
                 self._queue.put(("_exited", (aid, None, "killed before launch")))
                 return
+            if self._ports_busy(alloc, run, exp, request, assignment):
+                return
         work_dir = self._data_dir / "work" / aid
         try:
             latest_uuid, steps = latest if latest else (None, 0)
@@ -255,6 +258,37 @@ class AllocationEvents:
             self.proxy_ports.register(services_of(exp.config, run.task_id, aid, address))
             if alloc.kill_requested:
                 self._rm.kill(aid)
+
+    def _ports_busy(
+        self, alloc: AllocState, run: Run, exp: Experiment, request: Any, assignment: Any
+    ) -> bool:
+        """Whether a proxy port of the trial is held by another allocation on its machine; if so
+        the launch is retried every second (a stop meanwhile ends it unlaunched)."""
+        aid = alloc.allocation_id
+        address = (list(assignment.container_addrs) or ["127.0.0.1"])[0]
+        held = self.proxy_ports.held_by_others(services_of(exp.config, run.task_id, aid, address))
+        if not held:
+            self._port_waits.discard(aid)
+            return False
+        if alloc.preempt:
+            alloc.acked = True  # a clean stop: it never ran
+            self._rm.release(aid)
+            self._queue.put(("_exited", (aid, 0, None)))
+            return True
+        if aid not in self._port_waits:
+            self._port_waits.add(aid)
+            ports = ", ".join(f"{s.port} (task {s.task_id})" for s in held)
+            with self._db.write() as session:
+                master_log(
+                    session,
+                    run.task_id,
+                    f"Trial {run.id} waits for proxy ports held on {address}: {ports}",
+                    allocation_id=aid,
+                )
+        retry = threading.Timer(1.0, self._queue.put, (("_assigned", (request, assignment)),))
+        retry.daemon = True
+        retry.start()
+        return True
 
     def _prepare(
         self,
@@ -310,6 +344,7 @@ class AllocationEvents:
             self.tasks.exited(allocation_id, exit_code, error)
             return
         self.proxy_ports.unregister(allocation_id)
+        self._port_waits.discard(allocation_id)
         if self.shutting_down and (error is not None or exit_code != 0):
             # Its allocation stays open: the next master's recovery resumes the trial from its
             # latest checkpoint, as it does after a SIGKILL. A clean exit is still recorded.

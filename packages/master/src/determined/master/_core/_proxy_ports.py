@@ -6,7 +6,8 @@ id ``<task id>:<port>`` (or the bare task id for an entry with ``default_service
 forwarded to the chief's address: plain HTTP (and WebSocket) by default, a raw TCP stream carried
 in WebSocket binary messages with ``proxy_tcp: true`` (what ``python -m determined.cli.tunnel``
 and ``det e create -p`` speak). ``unauthenticated: true`` opens the service to callers without a
-login. Services appear when the allocation is launched and disappear when it exits.
+login. Services appear when the allocation is launched and disappear when it exits. An allocation
+whose port another running allocation on the same machine holds is launched once that one ends.
 """
 
 from __future__ import annotations
@@ -84,6 +85,19 @@ class ProxyPorts:
             ended = [k for k, s in self._services.items() if s.allocation_id == allocation_id]
             for service_id in ended:
                 del self._services[service_id]
+
+    def held_by_others(self, services: list[ProxyService]) -> list[ProxyService]:
+        """The running services of other allocations on the same address and port as one of
+        ``services``: a second process cannot listen there (no container gives each trial a
+        network of its own), so the allocation waits for them to end."""
+        wanted = {(s.address, s.port) for s in services}
+        mine = {s.allocation_id for s in services}
+        with self._lock:
+            return [
+                s
+                for s in self._services.values()
+                if (s.address, s.port) in wanted and s.allocation_id not in mine
+            ]
 
     def get(self, service_id: str) -> ProxyService | None:
         """The running service ``service_id``, or None."""
