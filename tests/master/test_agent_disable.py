@@ -285,3 +285,50 @@ def test_switches_are_for_admins_and_name_what_is_unknown(one_slot: Any) -> None
     r = admin.call("POST", f"/api/v1/agents/{agent_id}/disable", {"drain": "yes"})
     assert r.status_code == 400 and "drain" in r.text
     assert admin.agent()["enabled"] is True
+
+
+# ---- the service on its own ----------------------------------------------------------------------
+
+
+class _RefusingRM:
+    """A resource manager with one pool of one free slot that cannot disable anything."""
+
+    def describe(self) -> dict[str, Any]:
+        return {"type": "stub", "slot_type": "cpu"}
+
+    def queue_state(self) -> dict[str, Any]:
+        return {"default": {"slots": [None], "slot_type": "cpu", "running": [], "queued": []}}
+
+    def set_disabled(self, pool: str, slot_ids: Any = (), *, node: bool = False) -> None:
+        raise ValueError("stub RM cannot disable agents or slots")
+
+
+def test_a_switch_the_resource_manager_refuses_changes_nothing(sqlite_url: str) -> None:
+    from determined.master._core._agent_states import AgentStates
+    from determined.master._core._allocations import Allocations
+    from determined.master._core._cluster_view import ClusterView
+    from determined.master._core._transactions import Transactions
+    from determined.master._wire import APIError
+    from determined.master.db import AgentState, Database, SlotState, utcnow
+
+    db = Database(sqlite_url)
+    db.migrate()
+    rm = _RefusingRM()
+    transactions = Transactions(db)
+    states = AgentStates(
+        db, rm, ClusterView(db, rm, utcnow()), transactions, Allocations(transactions, rm), None
+    )
+    (agent,) = states.agents()
+    assert agent.agent_id == "stub-default"
+    for change in (
+        lambda: states.set_agent("stub-default", False),
+        lambda: states.set_slot("stub-default", "0", False, drain=True),
+    ):
+        with pytest.raises(APIError) as info:
+            change()
+        assert info.value.status == 400 and "cannot disable" in info.value.message
+    (agent,) = states.agents()
+    assert agent.enabled and agent.slots[0].enabled
+    with db.read() as session:
+        assert session.query(AgentState).count() == 0 and session.query(SlotState).count() == 0
+    db.close()

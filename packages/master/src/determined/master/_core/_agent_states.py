@@ -117,11 +117,8 @@ class AgentStates:
         agent = self.agent(agent_id)
         switch = Switch(enabled, bool(drain) and not enabled)
         with self._lock:
-            self._agents[agent_id] = switch
-            for slot in agent.slots:
-                self._slots[(agent_id, slot.slot_id)] = switch
-            self._store(agent_id, switch, [(slot.slot_id, switch) for slot in agent.slots])
-            self._apply(agent_id, agent.resource_pool)
+            slots = [(slot.slot_id, switch) for slot in agent.slots]
+            self._switch(agent_id, agent.resource_pool, switch, slots)
         verb = "enabled" if enabled else ("drained" if switch.draining else "disabled")
         logger.info("master: agent %s %s", agent_id, verb)
         if not enabled and not drain:
@@ -135,9 +132,7 @@ class AgentStates:
         pool = self.agent(agent_id).resource_pool
         switch = Switch(enabled, bool(drain) and not enabled)
         with self._lock:
-            self._slots[(agent_id, slot.slot_id)] = switch
-            self._store(agent_id, None, [(slot.slot_id, switch)])
-            self._apply(agent_id, pool)
+            self._switch(agent_id, pool, None, [(slot.slot_id, switch)])
         verb = "enabled" if enabled else ("drained" if switch.draining else "disabled")
         logger.info("master: slot %s of agent %s %s", slot.slot_id, agent_id, verb)
         if not enabled and not drain:
@@ -170,6 +165,27 @@ class AgentStates:
 
     # ------------------------------------------------------------------------------------------
     # inside
+
+    def _switch(
+        self,
+        agent_id: str,
+        pool: str,
+        agent_switch: Switch | None,
+        slot_switches: list[tuple[int, Switch]],
+    ) -> None:
+        """Set the switches, tell the resource manager, store them (held lock); nothing changes
+        when the resource manager refuses."""
+        old_agents, old_slots = dict(self._agents), dict(self._slots)
+        if agent_switch is not None:
+            self._agents[agent_id] = agent_switch
+        for slot_id, switch in slot_switches:
+            self._slots[(agent_id, slot_id)] = switch
+        try:
+            self._apply(agent_id, pool)
+        except APIError:
+            self._agents, self._slots = old_agents, old_slots
+            raise
+        self._store(agent_id, agent_switch, slot_switches)
 
     def _store(self, agent_id: str, switch: Switch | None, slots: list[tuple[int, Switch]]) -> None:
         """Persist the switches (held lock); an enabled one has no row."""
