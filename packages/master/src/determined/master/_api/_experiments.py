@@ -229,7 +229,7 @@ def list_experiments(
         total = len(rows)
         page = rows[offset : offset + limit] if limit else rows[offset:]
         return {
-            "experiments": [_serialize.experiment(session, r) for r in page],
+            "experiments": _serialize.experiments(session, page),
             "pagination": pagination(offset, limit, len(page), total),
         }
 
@@ -475,11 +475,11 @@ def experiment_trials(
         total = len(rows)
         if sort in ("SORT_BY_UNSPECIFIED", "SORT_BY_ID"):  # serialize only the page
             page = rows[offset : offset + limit] if limit else rows[offset:]
-            trials = [_serialize.trial(session, r) for r in page]
+            trials = _serialize.trials(session, page)
         else:
             searcher = (exp.config or {}).get("searcher") or {}
             ordered = sort_trial_json(
-                [_serialize.trial(session, r) for r in rows],
+                _serialize.trials(session, rows),
                 sort,
                 descending=desc,
                 searcher_metric=searcher.get("metric"),

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from determined.master._core._projects import project_names
-from determined.master._core._trial_tasks import trial_task_ids
+from determined.master._core._trial_tasks import trials_task_ids
 from determined.master._wire import clean_float, state, ts
 from determined.master.db import (
     Allocation,
@@ -86,19 +87,73 @@ def checkpoint(session: Session, row: Checkpoint, *, with_training: bool = True)
 
 
 def trial(session: Session, row: Run) -> dict[str, Any]:
-    latest = session.get(Metric, row.latest_validation_id) if row.latest_validation_id else None
-    best = session.get(Metric, row.best_validation_id) if row.best_validation_id else None
-    ckpt_count, ckpt_size = session.execute(
-        select(func.count(Checkpoint.id), func.coalesce(func.sum(Checkpoint.size), 0)).where(
-            Checkpoint.trial_id == row.id, Checkpoint.state.in_(STORED_CHECKPOINT_STATES)
-        )
-    ).one()
-    best_ckpt = session.scalar(
-        select(Checkpoint)
-        .where(Checkpoint.trial_id == row.id, Checkpoint.state == "COMPLETED")
-        .order_by(Checkpoint.steps_completed.desc())
-        .limit(1)
+    return trials(session, [row])[0]
+
+
+def trials(session: Session, rows: Sequence[Run]) -> list[dict[str, Any]]:
+    """Many trials in a fixed number of queries (a trial list used to cost five per trial)."""
+    if not rows:
+        return []
+    ids = [row.id for row in rows]
+    metric_ids = {
+        i for row in rows for i in (row.latest_validation_id, row.best_validation_id) if i
+    }
+    workloads = (
+        {m.id: m for m in session.scalars(select(Metric).where(Metric.id.in_(metric_ids)))}
+        if metric_ids
+        else {}
     )
+    totals = {
+        trial_id: (count, size)
+        for trial_id, count, size in session.execute(
+            select(
+                Checkpoint.trial_id,
+                func.count(Checkpoint.id),
+                func.coalesce(func.sum(Checkpoint.size), 0),
+            )
+            .where(Checkpoint.trial_id.in_(ids), Checkpoint.state.in_(STORED_CHECKPOINT_STATES))
+            .group_by(Checkpoint.trial_id)
+        )
+    }
+    newest = (
+        select(
+            Checkpoint.id,
+            func.row_number()
+            .over(partition_by=Checkpoint.trial_id, order_by=Checkpoint.steps_completed.desc())
+            .label("n"),
+        )
+        .where(Checkpoint.trial_id.in_(ids), Checkpoint.state == "COMPLETED")
+        .subquery()
+    )
+    best_ckpts = {
+        c.trial_id: c
+        for c in session.scalars(
+            select(Checkpoint).join(newest, newest.c.id == Checkpoint.id).where(newest.c.n == 1)
+        )
+    }
+    tasks = trials_task_ids(session, ids)
+    return [
+        _trial(
+            row,
+            workloads.get(row.latest_validation_id or 0),
+            workloads.get(row.best_validation_id or 0),
+            totals.get(row.id, (0, 0)),
+            best_ckpts.get(row.id),
+            tasks.get(row.id) or [row.task_id],
+        )
+        for row in rows
+    ]
+
+
+def _trial(
+    row: Run,
+    latest: Metric | None,
+    best: Metric | None,
+    checkpoint_totals: tuple[int, int],
+    best_ckpt: Checkpoint | None,
+    task_ids: list[str],
+) -> dict[str, Any]:
+    ckpt_count, ckpt_size = checkpoint_totals
     end = row.end_time
     start = row.start_time
     wall = (end - start).total_seconds() if end and start else 0.0
@@ -129,7 +184,7 @@ def trial(session: Session, row: Run) -> dict[str, Any]:
         "wallClockTime": wall,
         "searcherMetricValue": clean_float(row.searcher_metric_value),
         "taskId": row.task_id,
-        "taskIds": trial_task_ids(session, row.id) or [row.task_id],
+        "taskIds": task_ids,
         "summaryMetrics": _summary(row.summary_metrics or {}),
         "totalCheckpointSize": str(int(ckpt_size or 0)),
         "checkpointCount": int(ckpt_count or 0),
@@ -154,12 +209,75 @@ def _summary(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict[str, Any]:
-    owner = session.get(User, row.owner_id)
-    trial_ids = list(
-        session.scalars(select(Run.id).where(Run.experiment_id == row.id).order_by(Run.id))
-    )
+    return experiments(session, [row], full=full)[0]
+
+
+def experiments(
+    session: Session, rows: Sequence[Experiment], *, full: bool = False
+) -> list[dict[str, Any]]:
+    """Many experiments in a fixed number of queries (a listing used to cost four per row)."""
+    if not rows:
+        return []
+    ids = [row.id for row in rows]
+    trial_ids: dict[int, list[int]] = {}
+    for exp_id, run_id in session.execute(
+        select(Run.experiment_id, Run.id).where(Run.experiment_id.in_(ids)).order_by(Run.id)
+    ):
+        trial_ids.setdefault(exp_id, []).append(run_id)
+    best = _best_trials(session, rows)
+    active = [row.id for row in rows if row.state == "ACTIVE" and not row.unmanaged]
+    allocation_states: dict[int, set[str]] = {}
+    if active:
+        for exp_id, alloc_state in session.execute(
+            select(Run.experiment_id, Allocation.state)
+            .join(Run, Run.id == Allocation.trial_id)
+            .where(Run.experiment_id.in_(active), Allocation.state.in_(("ASSIGNED", "RUNNING")))
+            .distinct()
+        ):
+            allocation_states.setdefault(exp_id, set()).add(alloc_state)
+    totals = {
+        exp_id: (count, size)
+        for exp_id, count, size in session.execute(
+            select(
+                Checkpoint.experiment_id,
+                func.count(Checkpoint.id),
+                func.coalesce(func.sum(Checkpoint.size), 0),
+            )
+            .where(
+                Checkpoint.experiment_id.in_(ids),
+                Checkpoint.state.in_(STORED_CHECKPOINT_STATES),
+            )
+            .group_by(Checkpoint.experiment_id)
+        )
+    }
+    return [
+        _experiment(
+            session,
+            row,
+            full=full,
+            trial_ids=trial_ids.get(row.id, []),
+            best=best.get(row.id, (None, None)),
+            allocation_states=allocation_states.get(row.id, set()),
+            checkpoint_totals=totals.get(row.id, (0, 0)),
+        )
+        for row in rows
+    ]
+
+
+def _experiment(
+    session: Session,
+    row: Experiment,
+    *,
+    full: bool,
+    trial_ids: list[int],
+    best: tuple[int | None, float | None],
+    allocation_states: set[str],
+    checkpoint_totals: tuple[int, int],
+) -> dict[str, Any]:
+    owner = session.get(User, row.owner_id)  # the session's identity map serves repeats
     searcher_cfg = row.config.get("searcher") or {}
-    best_id, best_metric = _best_trial(session, row.id, searcher_cfg)
+    best_id, best_metric = best
+    ckpt_count, ckpt_size = checkpoint_totals
     out = {
         "id": row.id,
         "name": row.config.get("name") or "",
@@ -167,7 +285,9 @@ def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict
         "labels": list(row.labels or []),
         "startTime": ts(row.start_time),
         "endTime": ts(row.end_time),
-        "state": _active_detail(session, row) if row.state == "ACTIVE" else state(row.state),
+        "state": (
+            _active_state(row, allocation_states) if row.state == "ACTIVE" else state(row.state)
+        ),
         "archived": row.archived,
         "numTrials": len(trial_ids),
         "trialIds": trial_ids,
@@ -188,7 +308,8 @@ def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict
         "unmanaged": bool(row.unmanaged),
         "externalExperimentId": row.external_experiment_id,
         "error": row.error,
-        **_checkpoint_totals(session, row.id),
+        "checkpointSize": str(int(ckpt_size or 0)),
+        "checkpointCount": int(ckpt_count or 0),
     }
     # Upstream's client bindings require both fields on every experiment object.
     out["config"] = row.config
@@ -200,33 +321,16 @@ STORED_CHECKPOINT_STATES = ("COMPLETED", "PARTIALLY_DELETED")
 """The checkpoints whose files count in sizes and counts (upstream's: all but DELETED ones)."""
 
 
-def _checkpoint_totals(session: Session, experiment_id: int) -> dict[str, Any]:
-    """Upstream's ``checkpointSize`` (int64 as a string) and ``checkpointCount`` of an experiment."""
-    count, size = session.execute(
-        select(func.count(Checkpoint.id), func.coalesce(func.sum(Checkpoint.size), 0)).where(
-            Checkpoint.experiment_id == experiment_id,
-            Checkpoint.state.in_(STORED_CHECKPOINT_STATES),
-        )
-    ).one()
-    return {"checkpointSize": str(int(size or 0)), "checkpointCount": int(count or 0)}
-
-
-def _active_detail(session: Session, row: Experiment) -> str:
+def _active_state(row: Experiment, allocation_states: set[str]) -> str:
     """An ACTIVE experiment as upstream reports it: ``STATE_RUNNING`` once one of its trials' processes
     runs, ``STATE_STARTING`` while one is being launched, ``STATE_QUEUED`` otherwise (upstream's
-    enrichment of ACTIVE by its allocations). Unmanaged experiments have no allocations: ACTIVE."""
+    enrichment of ACTIVE by its allocations, ``allocation_states``: the ASSIGNED/RUNNING states of
+    its trials' allocations). Unmanaged experiments have no allocations: ACTIVE."""
     if row.unmanaged:
         return "STATE_ACTIVE"
-    states = set(
-        session.scalars(
-            select(Allocation.state)
-            .join(Run, Run.id == Allocation.trial_id)
-            .where(Run.experiment_id == row.id, Allocation.state.in_(("ASSIGNED", "RUNNING")))
-        )
-    )
-    if "RUNNING" in states:
+    if "RUNNING" in allocation_states:
         return "STATE_RUNNING"
-    return "STATE_STARTING" if states else "STATE_QUEUED"
+    return "STATE_STARTING" if allocation_states else "STATE_QUEUED"
 
 
 def validated_experiment(config: dict[str, Any], project_id: int) -> dict[str, Any]:
@@ -249,21 +353,43 @@ def validated_experiment(config: dict[str, Any], project_id: int) -> dict[str, A
     }
 
 
-def _best_trial(
-    session: Session, experiment_id: int, searcher_cfg: dict[str, Any]
-) -> tuple[int | None, float | None]:
-    """The trial with the best searcher metric so far and that value (``None``s before any)."""
+def _best_trials(
+    session: Session, rows: Sequence[Experiment]
+) -> dict[int, tuple[int, float | None]]:
+    """Each experiment's trial with the best searcher metric so far and that value (experiments
+    without a reported value are left out). Ties go to the lowest trial id."""
     value = Run.searcher_metric_value
-    smaller = bool(searcher_cfg.get("smaller_is_better", True))
-    best = session.execute(
-        select(Run.id, value)
-        .where(Run.experiment_id == experiment_id, value.is_not(None))
-        .order_by(value.asc() if smaller else value.desc(), Run.id)
-        .limit(1)
-    ).first()
-    if best is None:
-        return None, None
-    return int(best[0]), clean_float(best[1])
+    ranked = (
+        select(
+            Run.experiment_id,
+            Run.id,
+            value,
+            func.row_number()
+            .over(partition_by=Run.experiment_id, order_by=(value.asc(), Run.id))
+            .label("low"),
+            func.row_number()
+            .over(partition_by=Run.experiment_id, order_by=(value.desc(), Run.id))
+            .label("high"),
+        )
+        .where(Run.experiment_id.in_([row.id for row in rows]), value.is_not(None))
+        .subquery()
+    )
+    lowest: dict[int, tuple[int, float | None]] = {}
+    highest: dict[int, tuple[int, float | None]] = {}
+    for exp_id, run_id, metric, low, high in session.execute(
+        select(ranked).where((ranked.c.low == 1) | (ranked.c.high == 1))
+    ):
+        if low == 1:
+            lowest[exp_id] = (int(run_id), clean_float(metric))
+        if high == 1:
+            highest[exp_id] = (int(run_id), clean_float(metric))
+    out = {}
+    for row in rows:
+        smaller = bool((row.config.get("searcher") or {}).get("smaller_is_better", True))
+        found = (lowest if smaller else highest).get(row.id)
+        if found is not None:
+            out[row.id] = found
+    return out
 
 
 def job_summary(row: Experiment) -> dict[str, Any]:

@@ -8,6 +8,8 @@ are the continued run's, while logs, ``taskIds`` and deletes cover every task of
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -22,6 +24,18 @@ def trial_task_ids(session: Session, trial_id: int) -> list[str]:
         .order_by(Task.start_time, Task.task_id)
     ).all()
     return [task_id for task_id, _ in rows]
+
+
+def trials_task_ids(session: Session, trial_ids: Sequence[int]) -> dict[int, list[str]]:
+    """:func:`trial_task_ids` of many trials in one query (trials without tasks are left out)."""
+    out: dict[int, list[str]] = {}
+    for trial_id, task_id in session.execute(
+        select(Task.trial_id, Task.task_id)
+        .where(Task.trial_id.in_(trial_ids))
+        .order_by(Task.start_time, Task.task_id)
+    ):
+        out.setdefault(trial_id, []).append(task_id)
+    return out
 
 
 def start_new_task(session: Session, exp: Experiment, run: Run) -> str:
