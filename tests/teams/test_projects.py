@@ -49,7 +49,17 @@ def _unique(prefix: str) -> str:
     return f"{prefix}-{next(_names)}"
 
 
-def _project(api: Client, workspace_id: int = 1, **kwargs: Any) -> dict[str, Any]:
+HOME = "projects-home"
+"""The workspace the tests' projects go to (the default workspace takes none, as upstream's)."""
+
+
+def _home_id(api: Client) -> int:
+    found = api.workspaces.list({"nameCaseSensitive": HOME})["workspaces"]
+    return int(found[0]["id"]) if found else int(api.workspaces.create(HOME)["workspace"]["id"])
+
+
+def _project(api: Client, workspace_id: int | None = None, **kwargs: Any) -> dict[str, Any]:
+    workspace_id = _home_id(api) if workspace_id is None else workspace_id
     return dict(api.projects.create(workspace_id, _unique("proj"), **kwargs)["project"])
 
 
@@ -81,7 +91,9 @@ def test_project_crud_and_validation(master: Any) -> None:
         "Uncategorized",
         True,
     )
-    made = api.projects.create(1, "alpha", description="first", key="alp")["project"]
+    home = int(api.workspaces.create("crud-home")["workspace"]["id"])
+    _refused(400, lambda: api.projects.create(1, "x"), "workspaceId", "default workspace")
+    made = api.projects.create(home, "alpha", description="first", key="alp")["project"]
     for field in (
         "id",
         "name",
@@ -107,15 +119,15 @@ def test_project_crud_and_validation(master: Any) -> None:
         "admin",
     )
     assert (made["numExperiments"], made["immutable"], made["notes"]) == (0, False, [])
-    generated = api.projects.create(1, "beta gamma")["project"]
+    generated = api.projects.create(home, "beta gamma")["project"]
     assert len(generated["key"]) == 5 and generated["key"].startswith("BET")
     assert api.projects.get_by_key("alp")["project"]["id"] == made["id"]
 
-    _refused(409, lambda: api.projects.create(1, "alpha"), "name", "already exists")
-    _refused(409, lambda: api.projects.create(1, "delta", key="ALP"), "key", "in use")
-    _refused(400, lambda: api.projects.create(1, "delta", key="toolong"), "key", "5 characters")
-    _refused(400, lambda: api.projects.create(1, "delta", key="a-b"), "key", "alphanumeric")
-    _refused(400, lambda: api.projects.create(1, "  "), "name")
+    _refused(409, lambda: api.projects.create(home, "alpha"), "name", "already exists")
+    _refused(409, lambda: api.projects.create(home, "delta", key="ALP"), "key", "in use")
+    _refused(400, lambda: api.projects.create(home, "delta", key="toolong"), "key", "5 characters")
+    _refused(400, lambda: api.projects.create(home, "delta", key="a-b"), "key", "alphanumeric")
+    _refused(400, lambda: api.projects.create(home, "  "), "name")
     _refused(404, lambda: api.projects.create(999, "delta"), "workspace 999")
     _refused(
         400,
@@ -170,10 +182,8 @@ def test_experiments_belong_to_projects(admin: Client, context: pathlib.Path) ->
     pid = project["id"]
     exp = _experiment(admin, context, project_id=pid)
     assert (exp["projectId"], exp["projectName"]) == (pid, project["name"])
-    assert (exp["workspaceId"], exp["workspaceName"]) == (1, "Uncategorized")
-    by_names = _experiment(
-        admin, context, config=_config(workspace="Uncategorized", project=project["name"])
-    )
+    assert (exp["workspaceId"], exp["workspaceName"]) == (_home_id(admin), HOME)
+    by_names = _experiment(admin, context, config=_config(workspace=HOME, project=project["name"]))
     assert by_names["projectId"] == pid
     default = _experiment(admin, context)
     assert (default["projectId"], default["projectName"]) == (1, "Uncategorized")
@@ -186,9 +196,7 @@ def test_experiments_belong_to_projects(admin: Client, context: pathlib.Path) ->
     _refused(404, lambda: _experiment(admin, context, project_id=9999), "project 9999")
     _refused(
         404,
-        lambda: _experiment(
-            admin, context, config=_config(workspace="Uncategorized", project="no")
-        ),
+        lambda: _experiment(admin, context, config=_config(workspace=HOME, project="no")),
         "project 'no' not found",
     )
     _refused(
@@ -349,13 +357,14 @@ def test_det_project_commands(
     import yaml
 
     name, other = _unique("cli"), _unique("cli-other")
-    out = det.ok("p", "create", "Uncategorized", name, "--description", "from det", "--key", "cli7")
+    _home_id(admin)
+    out = det.ok("p", "create", HOME, name, "--description", "from det", "--key", "cli7")
     assert "CLI7" in out and name in out and "# Active Experiments" in out
-    made = json.loads(det.ok("project", "create", "Uncategorized", other, "--json"))
-    assert made["name"] == other and made["workspaceName"] == "Uncategorized"
-    listed = det.ok("p", "ls", "Uncategorized", "--sort-by", "name", "--order-by", "desc")
+    made = json.loads(det.ok("project", "create", HOME, other, "--json"))
+    assert made["name"] == other and made["workspaceName"] == HOME
+    listed = det.ok("p", "ls", HOME, "--sort-by", "name", "--order-by", "desc")
     assert name in listed and other in listed and listed.index(other) < listed.index(name)
-    described = json.loads(det.ok("p", "describe", "Uncategorized", name, "--json"))
+    described = json.loads(det.ok("p", "describe", HOME, name, "--json"))
     assert (described["key"], described["description"]) == ("CLI7", "from det")
 
     config = tmp_path / "exp.yaml"
@@ -364,27 +373,27 @@ def test_det_project_commands(
         "e", "create", str(config), str(context), "--project_id", str(described["id"]), "--paused"
     )
     (exp,) = admin.experiments.list({"projectId": described["id"]})["experiments"]
-    moved = det.ok("e", "move", str(exp["id"]), "Uncategorized", other)
+    moved = det.ok("e", "move", str(exp["id"]), HOME, other)
     assert moved.strip() == f'Moved experiment {exp["id"]} to project "{other}"'
     assert admin.experiments.get(exp["id"])["experiment"]["projectId"] == made["id"]
-    rows = det.ok("p", "list-experiments", "Uncategorized", other)
+    rows = det.ok("p", "list-experiments", HOME, other)
     assert str(exp["id"]) in rows and "Resource Pool" in rows
-    assert json.loads(det.ok("p", "list-experiments", "Uncategorized", name, "--json")) == []
-    assert "Associated Experiments" in det.ok("p", "describe", "Uncategorized", other, "-a")
+    assert json.loads(det.ok("p", "list-experiments", HOME, name, "--json")) == []
+    assert "Associated Experiments" in det.ok("p", "describe", HOME, other, "-a")
 
-    det.ok("p", "edit", "Uncategorized", name, "--new_name", f"{name}-2", "--description", "x")
+    det.ok("p", "edit", HOME, name, "--new_name", f"{name}-2", "--description", "x")
     renamed = admin.projects.get(described["id"])["project"]
     assert (renamed["name"], renamed["description"]) == (f"{name}-2", "x")
-    assert "Successfully archived" in det.ok("p", "archive", "Uncategorized", f"{name}-2")
+    assert "Successfully archived" in det.ok("p", "archive", HOME, f"{name}-2")
     assert admin.projects.get(described["id"])["project"]["archived"] is True
-    assert "un-archived" in det.ok("p", "unarchive", "Uncategorized", f"{name}-2")
-    assert "Successfully deleted" in det.ok("p", "delete", "Uncategorized", f"{name}-2", "--yes")
+    assert "un-archived" in det.ok("p", "unarchive", HOME, f"{name}-2")
+    assert "Successfully deleted" in det.ok("p", "delete", HOME, f"{name}-2", "--yes")
     with pytest.raises(NotFoundError):
         admin.projects.get(described["id"])
 
-    code, _, err = det.run("p", "describe", "Uncategorized", "no-such-project")
+    code, _, err = det.run("p", "describe", HOME, "no-such-project")
     assert code == 1 and "no-such-project" in err and "not found" in err
-    code, _, err = det.run("p", "create", "Uncategorized", _unique("cli"), "--key", "toolong")
+    code, _, err = det.run("p", "create", HOME, _unique("cli"), "--key", "toolong")
     assert code == 1 and "key" in err and "Traceback" not in err
     code, _, err = det.run("e", "move", str(exp["id"]), "No Such Workspace", other)
     assert code == 1 and "No Such Workspace" in err
@@ -403,7 +412,11 @@ def test_sdk_project(module_master: Any, admin: Client, context: pathlib.Path) -
     first, second = _project(admin), _project(admin)
     project = Project(admin.session, first["id"])
     project.reload()
-    assert (project.name, project.key, project.workspace_id) == (first["name"], first["key"], 1)
+    assert (project.name, project.key, project.workspace_id) == (
+        first["name"],
+        first["key"],
+        _home_id(admin),
+    )
     assert (project.n_experiments, project.archived, project.notes) == (0, False, [])
     project.set_name(project.name + "-sdk")
     project.set_description("made by the SDK")
@@ -420,18 +433,18 @@ def test_sdk_project(module_master: Any, admin: Client, context: pathlib.Path) -
         project.remove_note("one")
 
     exp = sdk.create_experiment(_config(), context, project_id=project.id, activate=False)
-    assert (exp.project_id, exp.workspace_id) == (project.id, 1)
+    assert (exp.project_id, exp.workspace_id) == (project.id, _home_id(admin))
     assert [e.id for e in project.list_experiments()] == [exp.id]
-    exp.move_to_project("Uncategorized", second["name"])
+    exp.move_to_project(HOME, second["name"])
     assert exp.project_id == second["id"]
     exp.reload()
     assert exp.project_id == second["id"]
     assert [e.id for e in sdk.list_experiments(project_id=second["id"])] == [exp.id]
     with pytest.raises(NotFoundError):
-        exp.move_to_project("Uncategorized", "no-such-project")
+        exp.move_to_project(HOME, "no-such-project")
     project.archive()
     with pytest.raises(APIError, match="archived"):
-        exp.move_to_project("Uncategorized", project.name or "")
+        exp.move_to_project(HOME, project.name or "")
     project.unarchive()
     project.reload()
     assert project.archived is False and project.n_experiments == 0
@@ -452,7 +465,8 @@ def test_move_project_between_workspaces(admin: Client, context: pathlib.Path) -
     in_target = admin.workspaces.projects(target["id"])["projects"]
     assert [p["name"] for p in in_target] == [project["name"]]
 
-    twin = admin.projects.create(1, project["name"])["project"]
+    home = _home_id(admin)
+    twin = admin.projects.create(home, project["name"])["project"]
     _refused(409, lambda: admin.projects.move(twin["id"], target["id"]), "destinationWorkspaceId")
     _refused(404, lambda: admin.projects.move(twin["id"], 9999), "workspace 9999")
     _refused(400, lambda: admin.projects.move(1, target["id"]), "default project")
@@ -471,10 +485,11 @@ def test_move_project_between_workspaces(admin: Client, context: pathlib.Path) -
     _refused(400, lambda: admin.projects.move(project["id"], 1), "archived workspace")
     _refused(400, lambda: _experiment(admin, context, project_id=project["id"]), "archived")
     admin.workspaces.unarchive(target["id"])
-    _refused(409, lambda: admin.projects.move(project["id"], 1), "already exists")
+    _refused(400, lambda: admin.projects.move(project["id"], 1), "default workspace")
+    _refused(409, lambda: admin.projects.move(project["id"], home), "already exists")
     admin.projects.delete(twin["id"])
-    admin.projects.move(project["id"], 1)
-    assert admin.projects.get(project["id"])["project"]["workspaceId"] == 1
+    admin.projects.move(project["id"], home)
+    assert admin.projects.get(project["id"])["project"]["workspaceId"] == home
 
 
 def test_project_permissions(module_master: Any, admin: Client, context: pathlib.Path) -> None:
@@ -557,7 +572,7 @@ def test_unmanaged_experiments_go_to_their_project(admin: Client) -> None:
 
     project = _project(admin)
     searcher = {"name": "single", "metric": "loss"}
-    config = {"name": "in-project", "searcher": searcher, "workspace": "Uncategorized"}
+    config = {"name": "in-project", "searcher": searcher, "workspace": HOME}
     config["project"] = project["name"]
     exp = admin.experiments.create_unmanaged(yaml.safe_dump(config))["experiment"]
     assert (exp["projectId"], exp["projectName"], exp["unmanaged"]) == (

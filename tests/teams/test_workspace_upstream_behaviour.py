@@ -122,3 +122,113 @@ def test_a_command_without_an_entrypoint_runs_nothing(admin: Client) -> None:
         _launch(admin, {"config": {"entrypoint": "  "}, "workspaceId": ws})
     assert info.value.status_code == 400 and "config.entrypoint" in str(info.value)
     admin.session.request("DELETE", f"/api/v1/workspaces/{ws}")
+
+
+def test_projects_and_pins_as_upstream(admin: Client, module_master: Any) -> None:
+    """The default workspace takes no project (created or moved in); a project of an archived
+    workspace shows as archived; names sort by their letters and digits, regardless of case and
+    punctuation; a new workspace is pinned for its creator only."""
+    from determined import client
+
+    with pytest.raises(APIError) as info:
+        admin.projects.create(1, "not-here")
+    assert info.value.status_code == 400 and "default workspace" in str(info.value)
+    ws = _workspace(admin)
+    names = ["_TestPRJ", "_TestEarly", "_TestPatchedProject"]
+    made = [admin.projects.create(ws, name)["project"] for name in names]
+    with pytest.raises(APIError) as info:
+        admin.projects.move(made[0]["id"], 1)
+    assert info.value.status_code == 400 and "destinationWorkspaceId" in str(info.value)
+
+    by_name = admin.session.request(
+        "GET", f"/api/v1/workspaces/{ws}/projects", params={"sortBy": "SORT_BY_NAME"}
+    )["projects"]
+    assert [p["name"] for p in by_name] == ["_TestEarly", "_TestPatchedProject", "_TestPRJ"]
+    down = admin.session.request(
+        "GET",
+        f"/api/v1/workspaces/{ws}/projects",
+        params={"sortBy": "SORT_BY_NAME", "orderBy": "ORDER_BY_DESC"},
+    )["projects"]
+    assert [p["name"] for p in down] == ["_TestPRJ", "_TestPatchedProject", "_TestEarly"]
+    listed = admin.session.request(
+        "GET", "/api/v1/workspaces", params={"sortBy": "SORT_BY_NAME", "name": "_sort%"}
+    )["workspaces"]
+    assert listed == []
+    for name in ("_SortB", "sorta", "_sortC"):
+        admin.workspaces.create(name)
+    listed = admin.session.request(
+        "GET", "/api/v1/workspaces", params={"sortBy": "SORT_BY_NAME", "name": "%sort%"}
+    )["workspaces"]
+    assert [w["name"] for w in listed] == ["sorta", "_SortB", "_sortC"]
+
+    admin.session.request("POST", f"/api/v1/workspaces/{ws}/archive")
+    assert admin.projects.get(made[0]["id"])["project"]["archived"] is True
+    admin.session.request("POST", f"/api/v1/workspaces/{ws}/unarchive")
+    assert admin.projects.get(made[0]["id"])["project"]["archived"] is False
+
+    assert admin.workspaces.get(ws)["workspace"]["pinned"] is True
+    name = f"pin-viewer-{next(_names)}"
+    admin.users.create({"username": name, "active": True}, client.hash_password(""))
+    admin.rbac.assign(4, user_id=admin.users.get_by_name(name)["user"]["id"], workspace_id=ws)
+    viewer = Client(module_master.session(name))
+    assert viewer.workspaces.get(ws)["workspace"]["pinned"] is False
+
+
+def test_basic_authorization_owners_change_workspaces_and_projects(
+    make_module_master: Any,
+) -> None:
+    """RBAC off (``security.authz.type: basic``): only an admin or the owner archives, unarchives,
+    renames or deletes a workspace (403 for others), and a project also its workspace's owner;
+    ``rbac_ui_enabled: true`` makes ``GET /api/v1/master`` say ``rbacEnabled`` (upstream's
+    clients then offer groups and roles, which stay admin-only)."""
+    from determined import client
+
+    master = make_module_master(security={"authz": {"type": "basic", "rbac_ui_enabled": True}})
+    admin = Client(master.session("admin"))
+    assert admin.master.info()["rbacEnabled"] is True
+    for name in ("ws-owner", "stranger"):
+        admin.users.create({"username": name, "active": True}, client.hash_password(""))
+    owner, stranger = Client(master.session("ws-owner")), Client(master.session("stranger"))
+    ws = _workspace(owner)
+    theirs = owner.projects.create(ws, "owners")["project"]["id"]
+    own = stranger.projects.create(ws, "strangers")["project"]["id"]  # basic: anyone creates
+
+    def refused(call: Any) -> None:
+        with pytest.raises(APIError) as info:
+            call()
+        assert info.value.status_code == 403, str(info.value)
+        assert "only an admin or its owner" in str(info.value)
+
+    for path in ("archive", "unarchive"):
+        refused(lambda p=path: stranger.session.request("POST", f"/api/v1/workspaces/{ws}/{p}"))
+        refused(lambda p=path: stranger.session.request("POST", f"/api/v1/workspaces/1/{p}"))
+        refused(lambda p=path: stranger.session.request("POST", f"/api/v1/projects/{theirs}/{p}"))
+    refused(lambda: stranger.workspaces.patch(ws, name="taken-over"))
+    refused(lambda: stranger.session.request("DELETE", f"/api/v1/workspaces/{ws}"))
+    refused(lambda: stranger.session.request("DELETE", "/api/v1/workspaces/1"))
+    refused(lambda: stranger.projects.patch(theirs, name="taken-over"))
+    refused(lambda: stranger.projects.delete(theirs))
+    refused(lambda: stranger.session.request("DELETE", "/api/v1/projects/1"))
+    with pytest.raises(APIError) as info:  # editing the default workspace: the 400 comes first
+        stranger.workspaces.patch(1, name="renamed")
+    assert info.value.status_code == 400 and "default workspace" in str(info.value)
+    assert owner.workspaces.get(ws)["workspace"]["archived"] is False
+
+    stranger.projects.archive(own)  # its own project, in someone else's workspace
+    owner.projects.unarchive(own)  # the workspace's owner
+    owner.projects.patch(theirs, description="still theirs")
+    owner.workspaces.patch(ws, name=f"renamed-{next(_names)}")
+    admin.session.request("POST", f"/api/v1/workspaces/{ws}/archive")
+    owner.session.request("POST", f"/api/v1/workspaces/{ws}/unarchive")
+    assert stranger.projects.delete(own) == {"completed": True}
+    assert owner.session.request("DELETE", f"/api/v1/workspaces/{ws}") == {"completed": True}
+
+
+def test_rbac_ui_enabled_must_be_a_boolean() -> None:
+    from determined.master._config import MasterConfig
+
+    config = MasterConfig(security={"authz": {"type": "basic", "rbac_ui_enabled": "yes"}})
+    with pytest.raises(ValueError, match="security.authz.rbac_ui_enabled"):
+        config.check()
+    assert MasterConfig(security={"authz": {"type": "basic"}}).rbac_ui_enabled() is False
+    assert MasterConfig().rbac_ui_enabled() is True

@@ -43,7 +43,10 @@ class MasterConfig:
         security: upstream's ``security`` section; ``security.authz.type`` is ``rbac`` (the
             default: role-based access control) or ``basic`` (everybody may view and edit, admins
             manage users); ``security.authz.default_workspace_role`` is the role every user holds
-            on the default workspace (``Editor``; ``none`` for no default membership).
+            on the default workspace (``Editor``; ``none`` for no default membership);
+            ``security.authz.rbac_ui_enabled`` (upstream's; default: whether the type is ``rbac``)
+            is what ``GET /api/v1/master`` reports as ``rbacEnabled``, the switch upstream's
+            clients check before offering groups and roles (it changes no check).
             ``security.token.default_lifespan_days`` / ``max_lifespan_days`` bound access tokens
             (30 and 30 by default; ``-1``: upstream's maximum). ``security.tls.cert`` /
             ``security.tls.key``: serve HTTPS with this certificate (PEM) and private key.
@@ -166,6 +169,18 @@ class MasterConfig:
             role = None
         return kind == "rbac", role
 
+    def rbac_ui_enabled(self) -> bool:
+        """Upstream's ``security.authz.rbac_ui_enabled`` (default: RBAC on): whether clients
+        offer groups and roles (``rbacEnabled`` of ``GET /api/v1/master``)."""
+        value = ((self.security or {}).get("authz") or {}).get("rbac_ui_enabled")
+        if value is None:
+            return self.authz_settings()[0]
+        if not isinstance(value, bool):
+            raise ValueError(
+                f"security.authz.rbac_ui_enabled: must be true or false, got {value!r}"
+            )
+        return value
+
     @classmethod
     def from_file(cls, path: str | pathlib.Path, **overrides: Any) -> MasterConfig:
         """Load a YAML file with the same keys as the flags (dashes or underscores), then apply
@@ -192,6 +207,7 @@ class MasterConfig:
         if self.slots is not None and int(self.slots) < 0:
             raise ValueError(f"slots must be >= 0, got {self.slots}")
         self.authz_settings()
+        self.rbac_ui_enabled()
         self.limits_config()
         if not float(self.db_busy_timeout_s) >= 0:
             raise ValueError(f"db_busy_timeout_s must be >= 0, got {self.db_busy_timeout_s}")

@@ -94,7 +94,7 @@ class Master:
             "externalLoginUri": "",
             "externalLogoutUri": "",
             "branding": "determined",
-            "rbacEnabled": self.config.authz_settings()[0],
+            "rbacEnabled": self.config.rbac_ui_enabled(),
             "strictJobQueueControl": False,
             "product": "PRODUCT_UNSPECIFIED",
             "userManagementEnabled": True,

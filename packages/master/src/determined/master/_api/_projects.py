@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from sqlalchemy import select
 
 from determined.master._api._access import (
     P,
@@ -25,7 +26,7 @@ from determined.master._api._deps import (
 from determined.master._core._project_columns import project_columns
 from determined.master._core._projects import ProjectFields, Projects, find_project
 from determined.master._wire import APIError, get
-from determined.master.db import Project
+from determined.master.db import Project, Workspace
 
 router = APIRouter(tags=["Projects"])
 
@@ -62,6 +63,25 @@ def _notes(value: Any, field: str) -> list[dict[str, str]]:
             raise APIError(400, f"{field}[{i}].contents: must be a string")
         notes.append({"name": name, "contents": contents})
     return notes
+
+
+def _check_owner(request: Request, principal: Principal, project_id: int, action: str) -> None:
+    """Basic authorization's rule (RBAC off): only an admin, the project's owner or its
+    workspace's owner may rename, archive, unarchive or delete a project; only an admin or the
+    project's owner may move it (403). 404 for no project. Editing the default project is
+    refused by the service first (a 400, as upstream)."""
+    with master_of(request).db.read() as session:
+        project = find_project(session, project_id)
+        if action == "edit" and project.immutable:
+            return
+        owners = [project.user_id]
+        if action != "move":
+            owners.append(
+                session.scalar(
+                    select(Workspace.user_id).where(Workspace.id == project.workspace_id)
+                )
+            )
+    authz_of(request).check_owner(principal, owners, f"{action} project {project_id}")
 
 
 def _deleter(request: Request, principal: Principal, project_id: int) -> Any:
@@ -106,7 +126,6 @@ def get_project_by_key(
     request: Request, key: str, principal: Principal = Depends(authenticate)
 ) -> dict[str, Any]:
     """The project with this key (case-insensitive)."""
-    from sqlalchemy import select
 
     with master_of(request).db.read() as session:
         project_id = session.scalar(select(Project.id).where(Project.key == key.upper()))
@@ -142,6 +161,8 @@ def patch_project(
         description=_text(patch, "description", "project.description"),
         key=_text(patch, "key", "project.key"),
     )
+    if (fields.name, fields.description, fields.key) != (None, None, None):
+        _check_owner(request, principal, project_id, "edit")
     return {"project": projects_of(request).patch(project_id, fields)}
 
 
@@ -151,6 +172,7 @@ def delete_project(
 ) -> dict[str, Any]:
     """Delete a project and its (finished) experiments; ``completed`` is true when done."""
     require_project(request, principal, project_id, P.DELETE_PROJECT)
+    _check_owner(request, principal, project_id, "delete")
     projects_of(request).delete(project_id, _deleter(request, principal, project_id))
     return {"completed": True}
 
@@ -161,6 +183,7 @@ def archive_project(
 ) -> dict[str, Any]:
     """Archive a project: it takes no new experiments until unarchived."""
     require_project(request, principal, project_id, P.UPDATE_PROJECT)
+    _check_owner(request, principal, project_id, "archive")
     projects_of(request).set_archived(project_id, True)
     return {}
 
@@ -171,6 +194,7 @@ def unarchive_project(
 ) -> dict[str, Any]:
     """Unarchive a project."""
     require_project(request, principal, project_id, P.UPDATE_PROJECT)
+    _check_owner(request, principal, project_id, "unarchive")
     projects_of(request).set_archived(project_id, False)
     return {}
 
@@ -188,6 +212,7 @@ def move_project(
         raise APIError(400, "destinationWorkspaceId: required")
     require_project(request, principal, project_id, P.DELETE_PROJECT)
     require_workspace(request, principal, target, P.CREATE_PROJECT)
+    _check_owner(request, principal, project_id, "move")
     projects_of(request).move(project_id, target)
     return {}
 

@@ -23,7 +23,12 @@ from determined.master._api._deps import (
     master_of,
     tasks_of,
 )
-from determined.master._core._workspaces import UNSET, WorkspaceFields, Workspaces
+from determined.master._core._workspaces import (
+    UNSET,
+    WorkspaceFields,
+    Workspaces,
+    find_workspace,
+)
 from determined.master._limits import check_storage_roots
 from determined.master._wire import APIError, get, pagination, sub_object
 
@@ -31,6 +36,18 @@ router = APIRouter(tags=["Workspaces"])
 
 _AGENT_INTS = ("agent_uid", "agent_gid")
 _AGENT_STRS = ("agent_user", "agent_group")
+
+
+def _check_owner(request: Request, p: Principal, workspace_id: int, action: str) -> None:
+    """Basic authorization's rule (RBAC off): only an admin or the workspace's owner may rename,
+    archive, unarchive or delete it, or set its checkpoint storage (403); 404 for no workspace.
+    Editing the default workspace is refused by the service first (a 400, as upstream)."""
+    with master_of(request).db.read() as session:
+        row = find_workspace(session, workspace_id)
+        owner, immutable = row.user_id, bool(row.immutable)
+    if action == "edit" and immutable:
+        return
+    authz_of(request).check_owner(p, [owner], f"{action} workspace {workspace_id}")
 
 
 def workspaces_of(request: Request) -> Workspaces:
@@ -232,6 +249,8 @@ def patch_workspace(
     for value, permission in needed:
         if value is not UNSET:
             authz.check(p, permission, workspace_id)
+    if fields.name is not UNSET or fields.checkpoint_storage_config is not UNSET:
+        _check_owner(request, p, workspace_id, "edit")
     return {"workspace": workspaces_of(request).patch(workspace_id, fields, p.user.id)}
 
 
@@ -242,6 +261,7 @@ def delete_workspace(
     """Delete a workspace with its projects, their finished experiments and its templates;
     its running commands, notebooks, TensorBoards and shells are stopped (as upstream)."""
     require_workspace(request, p, workspace_id, P.DELETE_WORKSPACE)
+    _check_owner(request, p, workspace_id, "delete")
     stop = tasks_of(request).stop
     return {"completed": workspaces_of(request).delete(workspace_id, p.user, stop)}
 
@@ -252,6 +272,7 @@ def archive_workspace(
 ) -> dict[str, Any]:
     """Archive a workspace (its projects take no new experiments)."""
     require_workspace(request, p, workspace_id, P.UPDATE_WORKSPACE)
+    _check_owner(request, p, workspace_id, "archive")
     workspaces_of(request).set_archived(workspace_id, True)
     return {}
 
@@ -262,6 +283,7 @@ def unarchive_workspace(
 ) -> dict[str, Any]:
     """Unarchive a workspace."""
     require_workspace(request, p, workspace_id, P.UPDATE_WORKSPACE)
+    _check_owner(request, p, workspace_id, "unarchive")
     workspaces_of(request).set_archived(workspace_id, False)
     return {}
 

@@ -13,8 +13,9 @@ whenever a flush writes a user, group, membership, role assignment, project or w
 costs a dict lookup.
 
 With RBAC off (``security: {authz: {type: basic}}``) upstream's basic rules hold: everybody may view,
-create and edit everything (workspaces too); the other cluster-level permissions (users, groups,
-roles…) stay admin-only.
+create and edit everything, except that only admins and the owners rename, archive, unarchive or
+delete a workspace or project (:meth:`Authz.check_owner`); the other cluster-level permissions
+(users, groups, roles…) stay admin-only.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import threading
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import event, select
@@ -351,6 +353,19 @@ class Authz:
                 f"permission denied: user {_user_of(principal).username!r} lacks "
                 f"{permission.wire_name} ({permission.label}) {where}",
             )
+
+    def check_owner(self, principal: Any, owner_ids: Iterable[int | None], action: str) -> None:
+        """Upstream's basic rule (RBAC off) for changing a workspace or project: only admins and
+        its owners (``owner_ids``) may ``action`` it; a 403 for anyone else. With RBAC on, the
+        roles decide (checked with :meth:`check`), so this passes."""
+        if self.enabled:
+            return
+        user = _user_of(principal)
+        if user.admin or user.id in set(owner_ids):
+            return
+        raise APIError(
+            403, f"permission denied: only an admin or its owner may {action} (basic authorization)"
+        )
 
     def can_anywhere(self, principal: Any, permission: Permission) -> bool:
         """Whether the caller holds ``permission`` cluster-wide or on at least one workspace

@@ -20,6 +20,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from determined.master._core._workspaces import name_order_key
 from determined.master._wire import TERMINAL_STATES, APIError, ts
 from determined.master.db import (
     Checkpoint,
@@ -157,7 +158,8 @@ def project_json(session: Session, row: Project) -> dict[str, Any]:
         "numExperiments": int(n_exp or 0),
         "numActiveExperiments": int(n_active or 0),
         "numRuns": int(n_runs or 0),
-        "archived": bool(row.archived),
+        # as upstream: a project of an archived workspace shows as archived
+        "archived": bool(row.archived) or bool(workspace is not None and workspace.archived),
         "username": owner.username if owner is not None else "",
         "userId": row.user_id if row.user_id is not None else 0,
         "immutable": bool(row.immutable),
@@ -310,7 +312,6 @@ class Projects:
             stmt = stmt.where(Project.archived.is_(archived))
         columns = {
             "SORT_BY_ID": Project.id,
-            "SORT_BY_NAME": Project.name,
             "SORT_BY_DESCRIPTION": Project.description,
             "SORT_BY_CREATION_TIME": Project.created_at,
         }
@@ -324,6 +325,8 @@ class Projects:
                     ids |= set(session.scalars(select(User.id).where(User.username.in_(users))))
                 stmt = stmt.where(Project.user_id.in_(ids))
             rows = list(session.scalars(stmt))
+            if sort_by == "SORT_BY_NAME":  # then by id, in the same direction (as upstream)
+                rows.sort(key=lambda p: (name_order_key(p.name), p.id), reverse=desc)
             total = len(rows)
             page = rows[offset : offset + limit] if limit else rows[offset:]
             return [project_json(session, r) for r in page], total
@@ -337,13 +340,20 @@ class Projects:
         description: str = "",
         key: str | None = None,
     ) -> dict[str, Any]:
-        """Add a project to a workspace (not an archived one): its ``v1Project``."""
+        """Add a project to a workspace (not an archived one, not the default one, as upstream):
+        its ``v1Project``."""
         check_name(name)
         if key is not None:
             key = check_key(key)
         try:
             with self._db.write() as session:
                 workspace = find_workspace(session, workspace_id)
+                if workspace.immutable:
+                    raise APIError(
+                        400,
+                        f"workspaceId: workspace {workspace_id} is the default workspace; it "
+                        "takes no new projects",
+                    )
                 if workspace.archived:
                     raise APIError(
                         400,
@@ -414,7 +424,8 @@ class Projects:
             project.archived = archived
 
     def move(self, project_id: int, workspace_id: int) -> None:
-        """Move a project (not the default one, not archived) to another, unarchived workspace."""
+        """Move a project (not the default one, not archived) to another, unarchived workspace
+        that is not the default one (as upstream)."""
         with self._db.write() as session:
             project = find_project(session, project_id)
             if project.immutable:
@@ -425,6 +436,12 @@ class Projects:
                 raise APIError(400, f"project {project_id} is archived and cannot be moved")
             _workspace_unarchived(session, project)
             target = find_workspace(session, workspace_id, "destinationWorkspaceId")
+            if target.immutable:
+                raise APIError(
+                    400,
+                    f"destinationWorkspaceId: workspace {workspace_id} is the default workspace; "
+                    "it takes no projects",
+                )
             if target.archived:
                 raise APIError(400, f"destinationWorkspaceId: workspace {workspace_id} is archived")
             _name_free(session, workspace_id, project.name, "destinationWorkspaceId", project.id)

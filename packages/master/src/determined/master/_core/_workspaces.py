@@ -3,7 +3,8 @@
 Values arrive parsed and type-checked by the API edge; this service enforces what needs the
 database, as upstream does: names unique on the master regardless of case (1-80 characters, not
 blank), the default workspace (``Uncategorized``, immutable) never renamed, edited, archived or
-deleted, a workspace with models not deleted (move or delete the models first), and per-user pins.
+deleted, a workspace with models not deleted (move or delete the models first), and per-user pins
+(a new workspace is pinned for its creator).
 A workspace's ``checkpoint_storage_config`` is what experiments in it get when their own config has
 no ``checkpoint_storage`` (it is merged under theirs, above the master's default); its agent
 user/group and default pools are stored and returned as upstream's ``v1Workspace`` holds them.
@@ -53,6 +54,14 @@ class WorkspaceFields:
     checkpoint_storage_config: Any = UNSET
     default_compute_pool: Any = UNSET
     default_aux_pool: Any = UNSET
+
+
+def name_order_key(name: str) -> tuple[str, str, str]:
+    """The order of names when sorting by name, as upstream's PostgreSQL (a glibc ``en_US``
+    collation) gives it: letters and digits first, regardless of case (``_TestWS`` sorts
+    with the t's, ``_TestPatched`` before ``_TestPRJ``); punctuation and case only break ties."""
+    folded = name.casefold()
+    return "".join(c for c in folded if c.isalnum()), folded, name
 
 
 def check_name(name: Any, field: str = "name") -> str:
@@ -194,9 +203,8 @@ class Workspaces:
         if pinned is not None:
             clause = Workspace.id.in_(pinned_ids)
             stmt = stmt.where(clause if pinned else ~clause)
-        column = Workspace.name if sort_by == "SORT_BY_NAME" else Workspace.id
         desc = order_by == "ORDER_BY_DESC"
-        stmt = stmt.order_by(column.desc() if desc else column.asc(), Workspace.id)
+        stmt = stmt.order_by(Workspace.id.desc() if desc else Workspace.id.asc())
         with self._db.read() as session:
             if users or user_ids:
                 ids = set(user_ids)
@@ -204,13 +212,16 @@ class Workspaces:
                     ids |= set(session.scalars(select(User.id).where(User.username.in_(users))))
                 stmt = stmt.where(Workspace.user_id.in_(sorted(ids)))
             rows = list(session.scalars(stmt))
+            if sort_by == "SORT_BY_NAME":  # then by id, in the same direction (as upstream)
+                rows.sort(key=lambda w: (name_order_key(w.name), w.id), reverse=desc)
             total = len(rows)
             start = max(total + offset, 0) if offset < 0 else min(offset, total)
             page = rows[start : start + limit] if limit > 0 else rows[start:]
             return [workspace_json(session, w, viewer_id) for w in page], start, total
 
     def create(self, fields: WorkspaceFields, user: User) -> dict[str, Any]:
-        """A new workspace owned by ``user`` (409 when the name is taken): its ``v1Workspace``."""
+        """A new workspace owned by ``user`` and pinned for them, as upstream (409 when the name
+        is taken): its ``v1Workspace``."""
         name = check_name(fields.name)
         try:
             with self._db.write() as session:
@@ -228,6 +239,8 @@ class Workspaces:
                 )
                 session.add(row)
                 session.flush()
+                # as upstream, a new workspace is pinned for its creator
+                session.add(WorkspacePin(workspace_id=row.id, user_id=user.id))
                 if self._assign_creator is not None:
                     self._assign_creator(session, row.id, user)
                 workspace_id = row.id
