@@ -174,7 +174,8 @@ start_master() {
     rm -rf "$data"
     mkdir -p "$data"
     # Upstream's e2e_cpu cluster is the open-source master: basic authorization, no RBAC.
-    printf 'security:\n  authz:\n    type: basic\n' >"$data.yaml"
+    # Its rbac_ui_enabled (as double.devcluster.yaml) lets upstream's `det user-group`/`det rbac` run.
+    printf 'security:\n  authz:\n    type: basic\n    rbac_ui_enabled: true\n' >"$data.yaml"
     task_env || { echo "could not build the task environment $TASK_ENV" >&2; return 1; }
     (cd "$data" && exec "$TASK_ENV/bin/python" "$MASTER_BIN" up --config-file "$data.yaml" --port "$port" --slots "$SLOTS" \
         --data-dir "$data" --initial-admin-password "$PASSWORD") >"$LOGS/$name.master.log" 2>&1 &
