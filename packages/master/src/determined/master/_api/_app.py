@@ -326,6 +326,9 @@ def create_app(master: Master) -> FastAPI:
 
     app.include_router(_labels.router)
     app.include_router(_experiments.router)
+    from determined.master._api import _experiment_actions
+
+    app.include_router(_experiment_actions.router)
     from determined.master._api import _bulk_experiments
 
     app.include_router(_bulk_experiments.router)

@@ -1,4 +1,4 @@
-"""Experiment routes: create, list, get, patch, lifecycle actions, continue, delete."""
+"""Experiment routes: create, list, get, patch, continue, delete (actions: _experiment_actions)."""
 
 from __future__ import annotations
 
@@ -359,77 +359,6 @@ def _parse_patch(patch: dict[str, Any]) -> ExperimentPatch:
         resources_given=isinstance(resources, dict),
         gc_policy=gc_policy,
     )
-
-
-def _action(request: Request, experiment_id: int, action: str) -> dict[str, Any]:
-    experiments_of(request).act(experiment_id, action)
-    return {}
-
-
-@router.post(
-    "/api/v1/experiments/{experiment_id}/activate",
-    dependencies=[on_experiment(P.UPDATE_EXPERIMENT)],
-)
-def activate(
-    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
-) -> dict[str, Any]:
-    """Activate a paused experiment: its trials resume from their latest checkpoints."""
-    return _action(request, experiment_id, "activate")
-
-
-@router.post(
-    "/api/v1/experiments/{experiment_id}/pause",
-    dependencies=[on_experiment(P.UPDATE_EXPERIMENT)],
-)
-def pause(
-    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
-) -> dict[str, Any]:
-    """Pause: every running trial gets the preemption signal."""
-    return _action(request, experiment_id, "pause")
-
-
-@router.post(
-    "/api/v1/experiments/{experiment_id}/cancel",
-    dependencies=[on_experiment(P.UPDATE_EXPERIMENT)],
-)
-def cancel(
-    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
-) -> dict[str, Any]:
-    """Stop gracefully (preemption signal, then kill after ``preemption_timeout``)."""
-    return _action(request, experiment_id, "cancel")
-
-
-@router.post(
-    "/api/v1/experiments/{experiment_id}/kill",
-    dependencies=[on_experiment(P.UPDATE_EXPERIMENT)],
-)
-def kill(
-    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
-) -> dict[str, Any]:
-    """Kill every trial process of the experiment."""
-    return _action(request, experiment_id, "kill")
-
-
-@router.post(
-    "/api/v1/experiments/{experiment_id}/archive",
-    dependencies=[on_experiment(P.UPDATE_EXPERIMENT_METADATA)],
-)
-def archive(
-    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
-) -> dict[str, Any]:
-    """Archive a terminal experiment."""
-    return _action(request, experiment_id, "archive")
-
-
-@router.post(
-    "/api/v1/experiments/{experiment_id}/unarchive",
-    dependencies=[on_experiment(P.UPDATE_EXPERIMENT_METADATA)],
-)
-def unarchive(
-    request: Request, experiment_id: int, p: Principal = Depends(authenticate)
-) -> dict[str, Any]:
-    """Unarchive a terminal experiment."""
-    return _action(request, experiment_id, "unarchive")
 
 
 @router.delete(
