@@ -34,7 +34,8 @@ def trials_task_ids(session: Session, trial_ids: Sequence[int]) -> dict[int, lis
         .where(Task.trial_id.in_(trial_ids))
         .order_by(Task.start_time, Task.task_id)
     ):
-        out.setdefault(trial_id, []).append(task_id)
+        if trial_id is not None:  # the IN filter leaves none; the column is nullable
+            out.setdefault(trial_id, []).append(task_id)
     return out
 
 
