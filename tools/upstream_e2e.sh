@@ -100,8 +100,10 @@ fi
 RAY_PIN="$(grep -E '^ray==' "$ROOT/requirements/main.txt" || true)"
 if [ -n "$RAY_PIN" ] && [ ! -f "$UPSTREAM_VENV/.$RAY_PIN" ]; then
     echo "installing ${RAY_PIN} into the upstream client venv"
-    # torch stays as it is (pip must not replace the CPU build).
-    keep=("ray[default,tune]${RAY_PIN#ray}")
+    # torch stays as it is (pip must not replace the CPU build), and requests within determined
+    # 0.38.1's own bound (<2.32; Ray's opencensus would otherwise pull a newer google-api-core
+    # that wants requests>=2.33).
+    keep=("ray[default,tune]${RAY_PIN#ray}" "requests<2.32")
     torch_version="$("$UPSTREAM_VENV/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null || true)"
     [ -z "$torch_version" ] || keep+=("torch==$torch_version")
     if "$UPSTREAM_VENV/bin/pip" install -q --disable-pip-version-check "${keep[@]}"; then
@@ -220,6 +222,14 @@ UP_ENV=(env -u VIRTUAL_ENV -u PYTHONPATH -u PYTHONHOME -u DET_MASTER -u DET_USER
     "PATH=$UPSTREAM_VENV/bin:$PATH" "HOME=$LOGS/home" "XDG_CONFIG_HOME=$LOGS/home/.config"
     "INITIAL_USER_PASSWORD=$PASSWORD" "DET_TEST_GPU_ENABLED=0")
 mkdir -p "$LOGS/home"
+# `ray stop` (the end of test_unmanaged.py's Ray test) stops every Ray process of the user on the
+# machine. Where the system allows it, each file's pytest runs in a PID namespace of its own, under
+# a bash that reaps orphans: `ray stop` sees and stops only the Ray cluster the test started, and
+# whatever a file leaves running ends with it.
+ISOLATE=()
+if unshare --pid --fork --kill-child --mount-proc true 2>/dev/null; then
+    ISOLATE=(unshare --pid --fork --kill-child --mount-proc bash -c '"$@" & wait $!' isolated)
+fi
 
 echo "upstream e2e: $E2E against $MASTER_BIN ($SLOTS slots); logs in $LOGS"
 TABLE="$LOGS/summary.txt"
@@ -237,7 +247,7 @@ for f in "${FILES[@]}"; do
         # The agents are det-master's own: they report det's version (upstream's cross-version setting).
         version="$("$PYTHON" -c "import json, urllib.request as u
 print(json.load(u.urlopen('http://127.0.0.1:$port/api/v1/master', timeout=10))['version'])")"
-        (cd "$E2E" && timeout -k 30 "$FILE_TIMEOUT" "${UP_ENV[@]}" "DET_AGENT_VERSION=$version" \
+        (cd "$E2E" && timeout -k 30 "$FILE_TIMEOUT" ${ISOLATE[@]+"${ISOLATE[@]}"} "${UP_ENV[@]}" "DET_AGENT_VERSION=$version" \
             "$UPSTREAM_VENV/bin/python" -m pytest "${args[@]}") >"$LOGS/$name.pytest.log" 2>&1 || true
     fi
     stop_master
