@@ -178,6 +178,10 @@ start_master() {
     # Upstream's e2e_cpu cluster is the open-source master: basic authorization, no RBAC.
     # Its rbac_ui_enabled (as double.devcluster.yaml) lets upstream's `det user-group`/`det rbac` run.
     printf 'security:\n  authz:\n    type: basic\n    rbac_ui_enabled: true\n' >"$data.yaml"
+    # Its default pool's task_container_defaults set an environment variable, as double.devcluster.yaml
+    # does for test_resource_pools.py.
+    printf 'resource_pools:\n  - pool_name: default\n    task_container_defaults:\n' >>"$data.yaml"
+    printf '      environment_variables:\n        - SOMEVAR=SOMEVAL\n' >>"$data.yaml"
     task_env || { echo "could not build the task environment $TASK_ENV" >&2; return 1; }
     (cd "$data" && exec "$TASK_ENV/bin/python" "$MASTER_BIN" up --config-file "$data.yaml" --port "$port" --slots "$SLOTS" \
         --data-dir "$data" --initial-admin-password "$PASSWORD") >"$LOGS/$name.master.log" 2>&1 &
