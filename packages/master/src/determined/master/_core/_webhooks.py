@@ -326,11 +326,20 @@ class Webhooks:
         return owner is not None and owner == user.id
 
     def _check_edit(self, principal: Any, workspace_id: int | None) -> None:
+        """Refuse a caller who may not manage these webhooks: 403 with RBAC; 400 with basic
+        authorization, where upstream's open-source master answered a plain (non-403) error, which
+        its clients and e2e tests expect (``APIException``, not ``ForbiddenException``)."""
         if not self.can_edit(principal, workspace_id):
             user = getattr(principal, "user", principal)
-            where = "global webhooks" if workspace_id is None else f"workspace {workspace_id}"
+            what = (
+                "global webhooks"
+                if workspace_id is None
+                else f"workspace {workspace_id}'s webhooks"
+            )
             raise APIError(
-                403, f"permission denied: user {user.username!r} may not manage {where}'s webhooks"
+                403 if self._authz.enabled else 400,
+                f"permission denied: user {user.username!r} may not manage {what}"
+                + ("" if self._authz.enabled else " (only admins and the workspace's owner may)"),
             )
 
     def list_for(self, principal: Any) -> list[dict[str, Any]]:
