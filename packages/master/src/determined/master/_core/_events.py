@@ -22,10 +22,13 @@ import traceback
 from typing import Any
 
 import sqlalchemy
+from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from determined.master._core import _launch
 from determined.master._core._allocations import Allocations, AllocState
+from determined.master._core._db_errors import unavailable
+from determined.master._core._port_waits import PortWaits
 from determined.master._core._proxy_ports import ProxyPorts, services_of
 from determined.master._core._task_logs import master_log, store_task_lines
 from determined.master._core._transactions import Transactions
@@ -75,8 +78,8 @@ class AllocationEvents:
         sqlalchemy.event.listen(self._db.engine, "after_cursor_execute", self._db_answered)
         sqlalchemy.event.listen(self._db.engine, "handle_error", self._db_erred)
         self.proxy_ports = ProxyPorts()
-        self._port_waits: set[str] = set()
         """The ``environment.proxy_ports`` services of launched trials (``/proxy/<task>:<port>/``)."""
+        self._port_waits = PortWaits(self.proxy_ports, rm, self._db, self._queue)
         self.tasks: Any = None
         """The tasks service (commands, notebooks, ...): the events of its allocations go there."""
         self.shutting_down = False
@@ -140,10 +143,6 @@ class AllocationEvents:
         """Hold events while the database is unreachable (a PostgreSQL restart): an allocation's
         exit handled then would fail half-way and be lost; handled once it is back, nothing is.
         Gives up when the master stops (start-up recovery then sees the allocation still open)."""
-        from sqlalchemy import text
-
-        from determined.master._core._db_errors import unavailable
-
         if not self._db_failed and time.monotonic() - self._db_seen_at < _DB_FRESH_S:
             return  # it answered a moment ago and nothing has failed since: no probe needed
         delay = 0.1
@@ -204,7 +203,7 @@ class AllocationEvents:
                 self._rm.release(aid)
                 self._queue.put(("_exited", (aid, None, "killed before launch")))
                 return
-            if self._ports_busy(alloc, run, exp, request, assignment):
+            if self._port_waits.busy(alloc, run, exp, request, assignment):
                 return
         work_dir = self._data_dir / "work" / aid
         try:
@@ -258,37 +257,6 @@ class AllocationEvents:
             self.proxy_ports.register(services_of(exp.config, run.task_id, aid, address))
             if alloc.kill_requested:
                 self._rm.kill(aid)
-
-    def _ports_busy(
-        self, alloc: AllocState, run: Run, exp: Experiment, request: Any, assignment: Any
-    ) -> bool:
-        """Whether a proxy port of the trial is held by another allocation on its machine; if so
-        the launch is retried every second (a stop meanwhile ends it unlaunched)."""
-        aid = alloc.allocation_id
-        address = (list(assignment.container_addrs) or ["127.0.0.1"])[0]
-        held = self.proxy_ports.held_by_others(services_of(exp.config, run.task_id, aid, address))
-        if not held:
-            self._port_waits.discard(aid)
-            return False
-        if alloc.preempt:
-            alloc.acked = True  # a clean stop: it never ran
-            self._rm.release(aid)
-            self._queue.put(("_exited", (aid, 0, None)))
-            return True
-        if aid not in self._port_waits:
-            self._port_waits.add(aid)
-            ports = ", ".join(f"{s.port} (task {s.task_id})" for s in held)
-            with self._db.write() as session:
-                master_log(
-                    session,
-                    run.task_id,
-                    f"Trial {run.id} waits for proxy ports held on {address}: {ports}",
-                    allocation_id=aid,
-                )
-        retry = threading.Timer(1.0, self._queue.put, (("_assigned", (request, assignment)),))
-        retry.daemon = True
-        retry.start()
-        return True
 
     def _prepare(
         self,
