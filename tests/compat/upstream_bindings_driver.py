@@ -145,7 +145,7 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
     d.call("get_GetMasterConfig")
     d.call("get_GetMe")
     d.call("get_CurrentUser")
-    d.call("get_GetAgents")
+    agents(d)
     d.call("get_GetResourcePools")
     d.call("get_GetClusterMessage")
     d.call(
@@ -280,6 +280,7 @@ def run(d: Driver, ids: dict[str, Any]) -> None:
     d.call("post_ArchiveWorkspace", id=ws2)
     d.call("get_GetWorkspaces")
     d.call("post_UnarchiveWorkspace", id=ws2)
+    config_policies(d, ws)
 
     # Experiments in every state, and the ones this run creates.
     created = d.call(
@@ -679,6 +680,64 @@ def metric_reads(
             group="validation",
             periodSeconds=1,
         )
+
+
+def agents(d: Driver) -> None:
+    """Read an agent and its slots, disable and re-enable the agent and a free slot. Disabling
+    drains (the held trial keeps running), and each is enabled again at once so that later
+    launches find their slots."""
+    found = d.call("get_GetAgents")
+    if not found or not found.agents:
+        return
+    agent_id = found.agents[0].id
+    d.call("get_GetAgent", agentId=agent_id)
+    slots = d.call("get_GetSlots", agentId=agent_id)
+    free = [s.id for s in (slots.slots if slots else []) if s.container is None]
+    slot_id = free[0] if free else "0"
+    d.call("get_GetSlot", agentId=agent_id, slotId=slot_id)
+    d.call(
+        "post_DisableSlot",
+        agentId=agent_id,
+        slotId=slot_id,
+        body=b.v1DisableSlotRequest(agentId=agent_id, slotId=slot_id, drain=True),
+    )
+    d.call("post_EnableSlot", agentId=agent_id, slotId=slot_id)
+    d.call(
+        "post_DisableAgent",
+        agentId=agent_id,
+        body=b.v1DisableAgentRequest(agentId=agent_id, drain=True),
+    )
+    d.call("post_EnableAgent", agentId=agent_id)
+    after = d.call("get_GetAgent", agentId=agent_id)
+    if after and not (after.agent.enabled and after.agent.slots[slot_id].enabled):
+        d.results["post_EnableAgent"].append("the agent or its slot is still disabled")
+
+
+def config_policies(d: Driver, workspace: int) -> None:
+    """Set, read and delete the global experiment policies and a workspace's task policies
+    (docs/config_policies.md); deleted at once, so that no later launch meets them."""
+    policies = json.dumps({"constraints": {"resources": {"max_slots": 64}}})
+    d.call(
+        "put_PutGlobalConfigPolicies",
+        workloadType="EXPERIMENT",
+        body=b.v1PutGlobalConfigPoliciesRequest(configPolicies=policies, workloadType="EXPERIMENT"),
+    )
+    got = d.call("get_GetGlobalConfigPolicies", workloadType="EXPERIMENT")
+    if got and "constraints" not in (got.configPolicies or {}):
+        d.results["put_PutGlobalConfigPolicies"].append(f"not stored: {got.configPolicies}")
+    d.call("delete_DeleteGlobalConfigPolicies", workloadType="EXPERIMENT")
+    d.call("get_GetGlobalConfigPolicies", workloadType="NTSC")
+    d.call(
+        "put_PutWorkspaceConfigPolicies",
+        workspaceId=workspace,
+        workloadType="NTSC",
+        body=b.v1PutWorkspaceConfigPoliciesRequest(
+            configPolicies=policies, workloadType="NTSC", workspaceId=workspace
+        ),
+    )
+    d.call("get_GetWorkspaceConfigPolicies", workspaceId=workspace, workloadType="NTSC")
+    d.call("delete_DeleteWorkspaceConfigPolicies", workspaceId=workspace, workloadType="NTSC")
+    d.call("get_GetWorkspaceConfigPolicies", workspaceId=workspace, workloadType="NTSC")
 
 
 def webhooks(d: Driver) -> None:
