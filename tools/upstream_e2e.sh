@@ -83,12 +83,17 @@ done
 # tests/cluster collects, docker/boto3 for the conftest's imports), plus the CPU build of torch and
 # tensorboard that tests/experiment/test_unmanaged.py's scripts (run on the client) import. Only the
 # CPU torch wheel is accepted (`+cpu`): without it those tests fail, nothing else does.
+# Versions pinned where pip otherwise backtracks for the better part of an hour (kubernetes,
+# botocore and google-api-core disagree on python-dateutil and requests; kubernetes 37 wants
+# python-dateutil>=3, which botocore refuses): a set that resolves at once (`pip check` clean).
+RESOLVED=(kubernetes==31.0.0 python-dateutil==2.9.0.post0 boto3==1.44.8 botocore==1.44.8
+    google-api-core==2.30.3 google-cloud-storage==3.17.1 requests==2.31.0)
 if [ ! -f "$UPSTREAM_VENV/.complete" ]; then
     echo "building the upstream client venv $UPSTREAM_VENV (once)"
     "$PYTHON" -m venv --clear "$UPSTREAM_VENV"
     "$UPSTREAM_VENV/bin/pip" install -q --disable-pip-version-check \
-        determined==0.38.1 pytest==9.2.0 pytest-timeout==2.4.0 pandas pyyaml docker python-dateutil \
-        kubernetes appdirs "numpy>=2" "matplotlib>=3.8" "requests!=2.32.0"
+        determined==0.38.1 pytest==9.2.0 pytest-timeout==2.4.0 pandas pyyaml docker appdirs \
+        "numpy>=2" "matplotlib>=3.8" "${RESOLVED[@]}"
     "$UPSTREAM_VENV/bin/pip" install -q --disable-pip-version-check "torch==2.13.0+cpu" \
         tensorboard==2.21.0 || echo "no CPU torch wheel here: tests/experiment/test_unmanaged.py will fail"
     touch "$UPSTREAM_VENV/.complete"
