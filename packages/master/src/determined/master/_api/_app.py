@@ -62,7 +62,9 @@ def get_master(request: Request) -> dict[str, Any]:
 
 @info_router.get("/info")
 def info(request: Request) -> dict[str, Any]:
-    """Upstream's older ``MasterInfo`` (snake_case keys; its e2e tests read ``cluster_id`` here)."""
+    """Upstream's older ``MasterInfo`` (snake_case keys; its e2e tests read ``cluster_id`` here).
+    No ``sso_providers`` key: upstream omits it when empty, and its tests take its presence to mean
+    the enterprise edition."""
     described = master_of(request).describe()
     return {
         "version": described["version"],
@@ -70,7 +72,6 @@ def info(request: Request) -> dict[str, Any]:
         "cluster_id": described["clusterId"],
         "cluster_name": described["clusterName"],
         "telemetry": {"enabled": False, "segment_key": ""},
-        "sso_providers": [],
     }
 
 
