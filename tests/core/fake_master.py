@@ -13,6 +13,7 @@ import http.server
 import json
 import pathlib
 import re
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -373,6 +374,9 @@ def on_cluster(
 ) -> OnCluster:
     """``det.core.init()`` runs as trial TRIAL_ID against the fake master, storing under tmp_path."""
     _clear_det_env(monkeypatch)
+    # the trial's local TensorBoard directory is named for its (here fixed) allocation id
+    (tmp_path / "tmp").mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     storage_path = tmp_path / "shared_fs"
     storage_path.mkdir()
     info = write_cluster_info(tmp_path / "info" / "cluster.json", fake_master.url, storage_path)

@@ -170,3 +170,19 @@ def test_tensorboard_manual_mode(on_cluster: OnCluster) -> None:
         with pytest.raises(RuntimeError, match="MANUAL"):
             ctx.train.upload_tensorboard_files()
         assert ctx.train.get_tensorboard_path().is_dir()
+
+
+def test_tensorboard_files_uploaded_and_local_copy_removed_at_close(on_cluster: OnCluster) -> None:
+    with core.init() as ctx:
+        local = ctx.train.get_tensorboard_path()
+        ctx.train.report_training_metrics(steps_completed=1, metrics={"loss": 0.5})
+    assert not local.exists(), "the trial's temporary TensorBoard directory outlived the trial"
+    uploaded = [p.name for p in on_cluster.storage_path.rglob("*") if p.is_file()]
+    assert uploaded and all(n.startswith("events.out.tfevents.") for n in uploaded), uploaded
+
+
+def test_tensorboard_manual_mode_keeps_the_local_directory(on_cluster: OnCluster) -> None:
+    with core.init(tensorboard_mode=core.TensorboardMode.MANUAL) as ctx:
+        local = ctx.train.get_tensorboard_path()
+        (local / "mine.txt").write_text("not uploaded yet")
+    assert (local / "mine.txt").exists()  # MANUAL: the caller decides what reaches storage

@@ -29,21 +29,23 @@ CONFIG = {
 }
 
 
-def _det_jobs(slurm: SlurmCluster, since: set[str]) -> dict[str, tuple[str, str]]:
-    """det's Slurm jobs (name ``det-<allocation id>``) that are not in ``since`` (the jobs earlier
-    tests on this cluster left): job id → (name, state)."""
+def _det_jobs(slurm: SlurmCluster, since: set[str], exp: int) -> dict[str, tuple[str, str]]:
+    """The Slurm jobs of experiment ``exp``'s trials (name ``det-<exp>.<uuid>.<n>``, the trial's
+    allocation id) that are not in ``since`` (the jobs earlier tests on this cluster left): job id →
+    (name, state). The experiment's checkpoint GC task is a job too (``det-<uuid>.1``), not
+    counted here: it runs when the experiment ends, whatever the trial's jobs did."""
     out = slurm.run("squeue", "-h", "-t", "all", "-o", "%i|%j|%T").stdout
     jobs = {}
     for line in out.splitlines():
         job_id, name, state = line.split("|")
-        if name.startswith("det-") and job_id not in since:
+        if name.startswith(f"det-{exp}.") and job_id not in since:
             jobs[job_id] = (name, state)
     return jobs
 
 
-def _running_job(api: MasterAPI, slurm: SlurmCluster, since: set[str]) -> str:
+def _running_job(api: MasterAPI, slurm: SlurmCluster, since: set[str], exp: int) -> str:
     def running() -> str | None:
-        ids = [i for i, (_, state) in _det_jobs(slurm, since).items() if state == "RUNNING"]
+        ids = [i for i, (_, state) in _det_jobs(slurm, since, exp).items() if state == "RUNNING"]
         return ids[0] if len(ids) == 1 else None
 
     return str(api.wait_for(running, 60, "det's job RUNNING in Slurm"))
@@ -70,7 +72,7 @@ def test_job_scancelled_from_outside_restarts_from_checkpoint(
     api = MasterAPI(slurm_master().url)
     exp = api.create_experiment({**CONFIG, "name": "scancel-me"}, TRIALS)
     trial_id = api.wait_for(lambda: [t["id"] for t in api.trials(exp)], 60, "the trial")[0]
-    job_id = _running_job(api, slurm, before)
+    job_id = _running_job(api, slurm, before, exp)
     _checkpointed(api, trial_id)
 
     slurm.run("scancel", job_id)  # an admin, a time limit or a node failure: not det's doing
@@ -85,7 +87,7 @@ def test_job_scancelled_from_outside_restarts_from_checkpoint(
     assert f"Slurm job {job_id} was ended by Slurm (CANCELLED" in logs, logs
     assert _resumed_step(logs) >= 5
     assert api.steps(api.metrics(trial_id, "training"))[-1] == 40
-    jobs = _det_jobs(slurm, before)
+    jobs = _det_jobs(slurm, before, exp)
     assert len(jobs) == 2 and jobs[job_id][1] == "CANCELLED", jobs  # the restart was a new job
 
 
@@ -98,7 +100,7 @@ def test_pause_ends_the_job_and_activate_resumes_from_checkpoint(
     config = {**CONFIG, "name": "pause-me", "hyperparameters": {"steps": 80}}
     exp = api.create_experiment(config, TRIALS)
     trial_id = api.wait_for(lambda: [t["id"] for t in api.trials(exp)], 60, "the trial")[0]
-    job_id = _running_job(api, slurm, before)
+    job_id = _running_job(api, slurm, before, exp)
     _checkpointed(api, trial_id)
 
     api.post(f"/api/v1/experiments/{exp}/pause")
@@ -108,7 +110,7 @@ def test_pause_ends_the_job_and_activate_resumes_from_checkpoint(
     api.wait_exited(trial_id)
     assert slurm.wait_for_job(job_id, FINAL_STATES, timeout=120) == "COMPLETED"
     paused_at = len(api.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"])
-    assert not [j for j, (_, s) in _det_jobs(slurm, before).items() if s not in FINAL_STATES]
+    assert not [j for j, (_, s) in _det_jobs(slurm, before, exp).items() if s not in FINAL_STATES]
 
     api.post(f"/api/v1/experiments/{exp}/activate")
     assert api.wait_experiment(exp, timeout=TIMEOUT) == "STATE_COMPLETED", api.debug(exp)
@@ -120,7 +122,7 @@ def test_pause_ends_the_job_and_activate_resumes_from_checkpoint(
     steps = api.steps(api.metrics(trial_id, "training"))
     assert steps[-1] == 80 and steps == sorted(set(steps)), steps  # no step trained twice
     assert len(api.get(f"/api/v1/trials/{trial_id}/checkpoints")["checkpoints"]) > paused_at
-    assert len(_det_jobs(slurm, before)) == 2  # one job before the pause, one after
+    assert len(_det_jobs(slurm, before, exp)) == 2  # one job before the pause, one after
 
 
 def test_kill_cancels_the_job(slurm_master: Callable[..., Any], slurm: SlurmCluster) -> None:
@@ -128,14 +130,14 @@ def test_kill_cancels_the_job(slurm_master: Callable[..., Any], slurm: SlurmClus
     api = MasterAPI(slurm_master().url)
     config = {**CONFIG, "name": "kill-me", "hyperparameters": {"steps": 400}}
     exp = api.create_experiment(config, TRIALS)
-    job_id = _running_job(api, slurm, before)
+    job_id = _running_job(api, slurm, before, exp)
 
     api.post(f"/api/v1/experiments/{exp}/kill")
     assert api.wait_experiment(exp, timeout=120) == "STATE_CANCELED", api.debug(exp)
     assert slurm.wait_for_job(job_id, FINAL_STATES) == "CANCELLED"
     (trial,) = api.trials(exp)
     assert trial["restarts"] == 0, api.debug(exp)  # det's own kill is not a lost allocation
-    assert len(_det_jobs(slurm, before)) == 1
+    assert len(_det_jobs(slurm, before, exp)) == 1
 
 
 def test_master_crash_cancels_the_orphan_job_and_resumes_from_checkpoint(
@@ -165,7 +167,7 @@ def test_master_crash_cancels_the_orphan_job_and_resumes_from_checkpoint(
     config = {**CONFIG, "name": "crash-the-master", "hyperparameters": {"steps": 80}}
     exp = api.create_experiment(config, TRIALS)
     trial_id = api.wait_for(lambda: [t["id"] for t in api.trials(exp)], 60, "the trial")[0]
-    job_id = _running_job(api, slurm, before)
+    job_id = _running_job(api, slurm, before, exp)
     _checkpointed(api, trial_id)
 
     master.kill()
@@ -179,4 +181,4 @@ def test_master_crash_cancels_the_orphan_job_and_resumes_from_checkpoint(
     logs = "\n".join(api.logs(trial_id))
     assert _resumed_step(logs) >= 5
     assert api.steps(api.metrics(trial_id, "training"))[-1] == 80
-    assert len(_det_jobs(slurm, before)) == 2
+    assert len(_det_jobs(slurm, before, exp)) == 2

@@ -6,6 +6,7 @@ import enum
 import logging
 import math
 import pathlib
+import shutil
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -180,14 +181,17 @@ class TrainContext:
         except Exception as exc:
             logger.warning("writing metrics to TensorBoard failed: %s", exc)
 
-    def _sync_tensorboard(self, force: bool = False) -> None:
+    def _sync_tensorboard(self, force: bool = False) -> bool:
+        """AUTO mode: upload what changed; True when every local file is now in storage."""
         from determined.core._tensorboard import TensorboardMode
 
         if self._tensorboard_mode == TensorboardMode.AUTO and self._tensorboard_sync is not None:
             try:
                 self._tensorboard_sync.sync(force=force)
+                return True
             except Exception as exc:
                 logger.warning("tensorboard upload failed: %s", exc)
+        return False
 
     def _start(self) -> None:
         self._shipper.start()
@@ -196,4 +200,7 @@ class TrainContext:
         try:
             self._shipper.close()
         finally:
-            self._sync_tensorboard(force=True)
+            if self._sync_tensorboard(force=True) and self._tensorboard_sync is not None:
+                # Everything is in storage: the local directory was det's temporary copy, and
+                # processes (unlike upstream's containers) leave /tmp behind them.
+                shutil.rmtree(self._tensorboard_sync.local_path, ignore_errors=True)
