@@ -98,16 +98,28 @@ def _reader_proc(
     seconds: float,
     think: float,
     out: Any,
+    ready: Any,
+    go: Any,
+    start: Any,
 ) -> None:
-    """``threads`` reader threads for ``seconds``; puts {label: [latency_s, ...]} on ``out``."""
+    """``threads`` reader threads for ``seconds``; puts {label: [latency_s, ...]} on ``out``.
+
+    Each thread opens its session with one uncounted request; the process then says ``ready`` and
+    waits for ``go``, so no reader measures while another process is still importing or connecting
+    (on 2 cores the load generator's own start-up showed up as the master's p99)."""
     results: dict[str, list[float]] = {label: [] for label, _, _ in routes}
     errors: list[str] = []
     lock = threading.Lock()
-    start_at = time.monotonic() + 0.2
-    stop_at = start_at + seconds
+    connected = threading.Barrier(threads + 1)
+    begin = threading.Event()
+    times: dict[str, float] = {}
 
     def run(offset: int) -> None:
         session = Session(url, token)
+        session.request("GET", "/api/v1/master", timeout=60)
+        connected.wait()
+        begin.wait()
+        start_at, stop_at = times["start"], times["stop"]
         mine: dict[str, list[float]] = {label: [] for label, _, _ in routes}
         # Readers start spread over one think time, as independent clients would.
         first = start_at + (think * offset / max(1, threads) if think > 0 else 0.0)
@@ -138,6 +150,12 @@ def _reader_proc(
     workers = [threading.Thread(target=run, args=(n,)) for n in range(threads)]
     for w in workers:
         w.start()
+    connected.wait()
+    ready.put(True)
+    go.wait()
+    times["start"] = start.value  # CLOCK_MONOTONIC: the same clock in every process
+    times["stop"] = start.value + seconds
+    begin.set()
     for w in workers:
         w.join()
     out.put((results, errors))
@@ -148,7 +166,7 @@ def read_phase(
 ) -> tuple[dict[str, list[float]], list[str]]:
     """Run ``args.readers`` readers for ``args.seconds``; latencies per route and errors."""
     ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
+    out, ready, go, start = ctx.Queue(), ctx.Queue(), ctx.Event(), ctx.Value("d", 0.0)
     per_proc = [
         args.readers // args.procs + (1 if n < args.readers % args.procs else 0)
         for n in range(args.procs)
@@ -156,13 +174,17 @@ def read_phase(
     procs = [
         ctx.Process(
             target=_reader_proc,
-            args=(url, token, routes, n, args.seconds, args.think, out),
+            args=(url, token, routes, n, args.seconds, args.think, out, ready, go, start),
         )
         for n in per_proc
         if n > 0
     ]
     for p in procs:
         p.start()
+    for _ in procs:
+        ready.get(timeout=300)
+    start.value = time.monotonic() + 0.2
+    go.set()
     merged: dict[str, list[float]] = {label: [] for label, _, _ in routes}
     errors: list[str] = []
     for _ in procs:
