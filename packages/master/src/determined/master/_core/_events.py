@@ -196,6 +196,7 @@ class AllocationEvents:
                 exp = session.get(Experiment, alloc.experiment_id)
                 user = session.get(User, exp.owner_id) if exp else None
                 latest = resume_point(session, run) if run else None
+                model_definition = exp.model_definition if exp else None  # a deferred column
             if run is None or exp is None:
                 self._rm.release(aid)
                 return
@@ -209,7 +210,7 @@ class AllocationEvents:
         try:
             latest_uuid, steps = latest if latest else (None, 0)
             env, hook, warnings = self._prepare(
-                alloc, run, exp, user, assignment, work_dir, latest_uuid, steps
+                alloc, run, exp, model_definition, user, assignment, work_dir, latest_uuid, steps
             )
             image = explicit_image(exp.original_config)
             if image:
@@ -263,6 +264,7 @@ class AllocationEvents:
         alloc: AllocState,
         run: Run,
         exp: Experiment,
+        model_definition: bytes | None,
         user: User | None,
         assignment: Any,
         work_dir: pathlib.Path,
@@ -272,7 +274,7 @@ class AllocationEvents:
         """The trial's work directory, environment, startup hook and warnings."""
         return _launch.prepare_trial(
             work_dir=work_dir,
-            model_definition=exp.model_definition,
+            model_definition=model_definition,
             master_url=self.master_url,
             cluster_id=self._cluster_id,
             task_id=run.task_id,

@@ -90,7 +90,10 @@ class Experiment(Base):
     state: Mapped[str] = mapped_column(String(32), default="ACTIVE")
     config: Mapped[dict[str, Any]] = mapped_column(JSON)
     original_config: Mapped[str] = mapped_column(Text, default="")
-    model_definition: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
+    model_definition: Mapped[bytes | None] = mapped_column(
+        LargeBinary, nullable=True, deferred=True
+    )
+    """The context tarball: loaded only when read (in its session), never with list queries."""
     start_time: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     end_time: Mapped[datetime.datetime | None] = mapped_column(
         DateTime(timezone=True), nullable=True
