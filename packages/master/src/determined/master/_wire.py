@@ -16,6 +16,18 @@ STOP_TO_TERMINAL = {
 }
 """Where each stopping state ends once nothing runs any more."""
 STOPPING_STATES = ("STOPPING_COMPLETED", "STOPPING_CANCELED", "STOPPING_KILLED", "STOPPING_ERROR")
+EXPERIMENT_STATES = (
+    "ACTIVE",
+    "PAUSED",
+    *STOPPING_STATES,
+    "COMPLETED",
+    "CANCELED",
+    "ERROR",
+    "DELETING",
+    "DELETE_FAILED",
+    "DELETED",
+)
+"""Every state an experiment row holds (upstream's ``experimentv1.State`` without ``STATE_``)."""
 
 # gRPC codes used in error bodies.
 GRPC = {

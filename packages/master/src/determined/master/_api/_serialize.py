@@ -103,18 +103,7 @@ def trials(session: Session, rows: Sequence[Run]) -> list[dict[str, Any]]:
         if metric_ids
         else {}
     )
-    totals = {
-        trial_id: (count, size)
-        for trial_id, count, size in session.execute(
-            select(
-                Checkpoint.trial_id,
-                func.count(Checkpoint.id),
-                func.coalesce(func.sum(Checkpoint.size), 0),
-            )
-            .where(Checkpoint.trial_id.in_(ids), Checkpoint.state.in_(STORED_CHECKPOINT_STATES))
-            .group_by(Checkpoint.trial_id)
-        )
-    }
+    totals = _checkpoint_totals(session, Checkpoint.trial_id, ids)
     newest = (
         select(
             Checkpoint.id,
@@ -235,21 +224,7 @@ def experiments(
             .distinct()
         ):
             allocation_states.setdefault(exp_id, set()).add(alloc_state)
-    totals = {
-        exp_id: (count, size)
-        for exp_id, count, size in session.execute(
-            select(
-                Checkpoint.experiment_id,
-                func.count(Checkpoint.id),
-                func.coalesce(func.sum(Checkpoint.size), 0),
-            )
-            .where(
-                Checkpoint.experiment_id.in_(ids),
-                Checkpoint.state.in_(STORED_CHECKPOINT_STATES),
-            )
-            .group_by(Checkpoint.experiment_id)
-        )
-    }
+    totals = _checkpoint_totals(session, Checkpoint.experiment_id, ids)
     return [
         _experiment(
             session,
@@ -319,6 +294,17 @@ def _experiment(
 
 STORED_CHECKPOINT_STATES = ("COMPLETED", "PARTIALLY_DELETED")
 """The checkpoints whose files count in sizes and counts (upstream's: all but DELETED ones)."""
+
+
+def _checkpoint_totals(session: Session, key: Any, ids: list[int]) -> dict[int, tuple[int, int]]:
+    """Count and total size of the stored checkpoints grouped by ``key`` (a trial or experiment
+    id column of Checkpoint), for the rows whose key is in ``ids``."""
+    query = (
+        select(key, func.count(Checkpoint.id), func.coalesce(func.sum(Checkpoint.size), 0))
+        .where(key.in_(ids), Checkpoint.state.in_(STORED_CHECKPOINT_STATES))
+        .group_by(key)
+    )
+    return {int(owner): (int(count), int(size)) for owner, count, size in session.execute(query)}
 
 
 def _active_state(row: Experiment, allocation_states: set[str]) -> str:

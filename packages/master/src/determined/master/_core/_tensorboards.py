@@ -21,7 +21,7 @@ from sqlalchemy import select
 from determined.master._core._task_records import parse_duration
 from determined.master._core._tasks import Tasks, TaskSpec, TaskView
 from determined.master._core._tensorboard_files import delete_tensorboard_files
-from determined.master._wire import APIError, get
+from determined.master._wire import EXPERIMENT_STATES, APIError, get
 from determined.master.db import Database, Experiment, Run, User
 
 logger = logging.getLogger("determined.master")
@@ -37,19 +37,7 @@ IDLE_TIMEOUT = 300.0
 """Seconds without proxied traffic before a TensorBoard stops, unless its config says
 ``idle_timeout`` (upstream's master default ``tensorboard_timeout``)."""
 
-_STATE_NAMES = {
-    "ACTIVE",
-    "PAUSED",
-    "STOPPING_CANCELED",
-    "STOPPING_KILLED",
-    "STOPPING_COMPLETED",
-    "STOPPING_ERROR",
-    "CANCELED",
-    "COMPLETED",
-    "ERROR",
-    "DELETING",
-    "DELETE_FAILED",
-}
+_STATE_NAMES = set(EXPERIMENT_STATES) - {"DELETED"}
 
 
 @dataclasses.dataclass(frozen=True)

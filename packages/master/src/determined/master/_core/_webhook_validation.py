@@ -9,14 +9,13 @@ from typing import Any
 
 from determined.master._core._webhook_snapshot import (
     CUSTOM,
-    EXPERIMENT_STATES,
     MODES,
     STATE_CHANGE,
     TASK_LOG,
     TRIGGER_TYPES,
     WEBHOOK_TYPES,
 )
-from determined.master._wire import APIError, get
+from determined.master._wire import EXPERIMENT_STATES, APIError, get
 
 
 @dataclasses.dataclass(frozen=True)

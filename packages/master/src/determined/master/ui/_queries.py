@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
+from determined.master._wire import EXPERIMENT_STATES as ALL_EXPERIMENT_STATES
 from determined.master._wire import TERMINAL_STATES, APIError, as_utc, numeric_id
 from determined.master.db import (
     Checkpoint,
@@ -31,17 +32,8 @@ from determined.master.ui._workspace_queries import (
     require_visible_experiment,
 )
 
-EXPERIMENT_STATES = (
-    "ACTIVE",
-    "PAUSED",
-    "STOPPING_COMPLETED",
-    "STOPPING_CANCELED",
-    "STOPPING_KILLED",
-    "STOPPING_ERROR",
-    "COMPLETED",
-    "CANCELED",
-    "ERROR",
-)
+EXPERIMENT_STATES = tuple(s for s in ALL_EXPERIMENT_STATES if not s.startswith("DELET"))
+"""The states the experiment list filters by (deleting and deleted ones are not listed)."""
 PAGE_SIZES = (20, 50, 100, 200, 500)
 
 _NAME = func.coalesce(Experiment.config["name"].as_string(), "")
