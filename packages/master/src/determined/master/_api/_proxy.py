@@ -13,8 +13,6 @@ for the task's idle timeout. Before the task's port answers, requests get a 503 
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import Any
 
 import httpx
@@ -22,10 +20,9 @@ from fastapi import APIRouter, Request, WebSocket
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
-from starlette.websockets import WebSocketDisconnect
 
 from determined.master._api._deps import Principal, authenticate, tasks_of
-from determined.master._api._proxy_ports import port_service, tunnel_tcp
+from determined.master._api._proxy_ports import port_service, relay, tunnel_tcp
 from determined.master._wire import APIError
 
 router = APIRouter(include_in_schema=False)
@@ -162,7 +159,6 @@ async def proxy_http(request: Request, task_id: str, path: str) -> Response:
 async def proxy_websocket(websocket: WebSocket, task_id: str, path: str) -> None:
     """Relay a WebSocket between the caller and the task, message by message."""
     from websockets.asyncio.client import connect
-    from websockets.exceptions import ConnectionClosed
 
     try:
         service = await run_in_threadpool(port_service, websocket, task_id)
@@ -227,16 +223,4 @@ async def proxy_websocket(websocket: WebSocket, task_id: str, path: str) -> None
             else:
                 await websocket.send_text(data)
 
-    pumps = [asyncio.ensure_future(to_task()), asyncio.ensure_future(to_caller())]
-    try:
-        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for pump in pumps:
-            pump.cancel()
-        for pump in pumps:
-            with contextlib.suppress(BaseException):
-                await pump
-        with contextlib.suppress(Exception):
-            await backend.close()
-        with contextlib.suppress(Exception, WebSocketDisconnect, ConnectionClosed):
-            await websocket.close()
+    await relay(websocket, [to_task(), to_caller()], backend.close)

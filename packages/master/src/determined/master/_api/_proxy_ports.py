@@ -13,10 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from fastapi import WebSocket
-from starlette.websockets import WebSocketDisconnect
 
 from determined.master._api._access import require_task
 from determined.master._api._deps import authenticate, master_of
@@ -77,17 +77,31 @@ async def tunnel_tcp(websocket: WebSocket, service: ProxyService) -> None:
                 return
             await websocket.send_bytes(data)
 
-    pumps = [asyncio.ensure_future(to_service()), asyncio.ensure_future(to_caller())]
-    try:
-        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for pump in pumps:
-            pump.cancel()
-        for pump in pumps:
-            with contextlib.suppress(BaseException):
-                await pump
+    async def close_service() -> None:
         writer.close()
+        await writer.wait_closed()
+
+    await relay(websocket, [to_service(), to_caller()], close_service)
+
+
+async def relay(
+    websocket: WebSocket,
+    pumps: list[Coroutine[Any, Any, None]],
+    close_backend: Callable[[], Awaitable[Any]],
+) -> None:
+    """Run a relay's two directions until either ends (a side closed or failed), then cancel the
+    other, close the backend and the caller's WebSocket; errors while closing are swallowed, as
+    the far side may be gone already."""
+    tasks = [asyncio.ensure_future(pump) for pump in pumps]
+    try:
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
         with contextlib.suppress(Exception):
-            await writer.wait_closed()
-        with contextlib.suppress(Exception, WebSocketDisconnect):
+            await close_backend()
+        with contextlib.suppress(Exception):  # WebSocketDisconnect, ConnectionClosed, ...
             await websocket.close()
