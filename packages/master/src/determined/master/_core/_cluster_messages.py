@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import re
+import threading
 
 from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
@@ -86,6 +87,12 @@ class ClusterMessages:
 
     def __init__(self, db: Database) -> None:
         self._db = db
+        self._newest_row: tuple[Notice | None] | None = None
+        """The newest message as stored (a 1-tuple; None until read): ``GET /api/v1/master``
+        shows it on every call, and only :meth:`set` and :meth:`clear` change it."""
+        self._generation = 0
+        """Bumped by every change once committed: a read that raced a change is not cached."""
+        self._cache_lock = threading.Lock()
 
     def set(
         self,
@@ -128,12 +135,20 @@ class ClusterMessages:
             )
             session.add(row)
             session.flush()
-            return _notice(row)
+            notice = _notice(row)
+        self._changed()
+        return notice
 
     def clear(self) -> None:
         """End the current message (no-op when there is none)."""
         with self._db.write() as session:
             self._end_current(session, utcnow())
+        self._changed()
+
+    def _changed(self) -> None:
+        with self._cache_lock:
+            self._generation += 1
+            self._newest_row = None
 
     def current(self) -> Notice | None:
         """The newest message that has not ended (it may start later): what admins see."""
@@ -145,14 +160,21 @@ class ClusterMessages:
 
     def _newest(self, *, active_only: bool) -> Notice | None:
         now = utcnow()
-        with self._db.read() as session:
-            stmt = select(ClusterMessage).order_by(
-                ClusterMessage.created_time.desc(), ClusterMessage.id.desc()
-            )
-            row = session.scalars(stmt.limit(1)).first()
-        if row is None:
+        cached = self._newest_row
+        if cached is None:
+            generation = self._generation
+            with self._db.read() as session:
+                stmt = select(ClusterMessage).order_by(
+                    ClusterMessage.created_time.desc(), ClusterMessage.id.desc()
+                )
+                row = session.scalars(stmt.limit(1)).first()
+                cached = (_notice(row) if row is not None else None,)
+            with self._cache_lock:
+                if generation == self._generation:
+                    self._newest_row = cached
+        (notice,) = cached
+        if notice is None:
             return None
-        notice = _notice(row)
         if notice.end_time is not None and notice.end_time <= now:
             return None
         if active_only and notice.start_time > now:
