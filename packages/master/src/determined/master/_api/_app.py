@@ -39,6 +39,7 @@ from determined.master._api._deps import (
     path_ints_in_range,
     require_admin,
 )
+from determined.master._api._metric_stream import StreamCache
 from determined.master._wire import APIError, error_body, get, pagination
 
 if TYPE_CHECKING:
@@ -256,6 +257,7 @@ def create_app(master: Master) -> FastAPI:
     )
     app.state.master = master
     app.state.auth_cache = AuthCache(master)
+    app.state.metric_stream_cache = StreamCache()
     from determined.master._api._body_limit import BodyLimit
 
     app.add_middleware(BodyLimit, limit=master.config.limits_config().max_request_body_bytes)

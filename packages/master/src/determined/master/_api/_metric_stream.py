@@ -6,16 +6,22 @@ cost ~55 µs a row; here rows come as plain tuples with the stored JSON text spl
 output unchanged (``orjson.Fragment``). Stored documents are already protojson-safe (NaN/Infinity
 kept as strings when written); a document whose text holds a bare NaN/Infinity token, as rows from
 before that rule could, is decoded and cleaned instead.
+
+Charts poll: the same trials' metrics are read again every few seconds, mostly unchanged.
+:class:`StreamCache` keeps encoded replies and serves one again while a cheap aggregate (how many
+unarchived rows, the newest id) says nothing was added, archived or deleted since.
 """
 
 from __future__ import annotations
 
+import collections
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import orjson
-from sqlalchemy import Text, cast, select
+from sqlalchemy import Text, cast, func, select
 from sqlalchemy.orm import Session
 
 from determined.master._wire import clean_float, ts
@@ -33,6 +39,14 @@ def _document(text: str | None) -> Any:
     return orjson.Fragment(text)
 
 
+def _filter(trial_ids: Sequence[int], group: str) -> Any:
+    return (
+        Metric.trial_id.in_(trial_ids),
+        Metric.group == group,
+        Metric.archived.is_(False),
+    )
+
+
 def metric_rows(session: Session, trial_ids: Sequence[int], group: str) -> list[Any]:
     """The unarchived reports of ``group`` for ``trial_ids`` in (trial, batches, id) order."""
     # Through the Core connection: an ORM-enabled select of columns still pays ORM row loading.
@@ -48,12 +62,65 @@ def metric_rows(session: Session, trial_ids: Sequence[int], group: str) -> list[
                 Metric.group,
                 Metric.archived,
             )
-            .where(
-                Metric.trial_id.in_(trial_ids), Metric.group == group, Metric.archived.is_(False)
-            )
+            .where(*_filter(trial_ids, group))
             .order_by(Metric.trial_id, Metric.total_batches, Metric.id)
         )
     )
+
+
+class StreamCache:
+    """Encoded metric replies by (trials, group), each with the version it was built from, at most
+    ``max_bytes`` in all (least recently used go first). One per master."""
+
+    def __init__(self, max_bytes: int = 64 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._entries: collections.OrderedDict[Any, tuple[Any, list[bytes], int]] = (
+            collections.OrderedDict()
+        )
+        self.size = 0
+        """Bytes of the replies kept."""
+        self._lock = threading.Lock()
+
+    def lines(self, session: Session, trial_ids: Sequence[int], group: str) -> list[bytes]:
+        """The reply's lines, from the cache while the rows' version is unchanged."""
+        key = (tuple(trial_ids), group)
+        count_and_newest = select(func.count(Metric.id), func.max(Metric.id))
+        version = tuple(
+            session.connection().execute(count_and_newest.where(*_filter(trial_ids, group))).one()
+        )
+        lines = self.get(key, version)
+        if lines is None:
+            lines = list(stream_lines(metric_rows(session, trial_ids, group)))
+            self.put(key, version, lines)
+        return lines
+
+    def get(self, key: Any, version: Any) -> list[bytes] | None:
+        """The lines stored for ``key`` if they were built from ``version``."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[0] != version:
+                return None
+            self._entries.move_to_end(key)
+            return entry[1]
+
+    def put(self, key: Any, version: Any, lines: list[bytes]) -> None:
+        """Keep ``lines`` for ``key``; the least recently used go while over the bound. A reply
+        over a quarter of the bound is not kept (one huge reply must not flush all others)."""
+        size = sum(len(line) for line in lines)
+        with self._lock:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self.size -= old[2]
+            if size > self.max_bytes // 4:
+                return
+            self._entries[key] = (version, lines, size)
+            self.size += size
+            while self.size > self.max_bytes:
+                _, (_, _, dropped) = self._entries.popitem(last=False)
+                self.size -= dropped
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
 
 def stream_lines(rows: list[Any]) -> Iterator[bytes]:

@@ -23,7 +23,6 @@ from determined.master._api._deps import (
     trial_records_of,
 )
 from determined.master._api._metric_reports import parse_reports
-from determined.master._api._metric_stream import metric_rows, stream_lines
 from determined.master._wire import (
     TERMINAL_STATES,
     APIError,
@@ -347,8 +346,8 @@ def _metrics_stream(request: Request, p: Principal, group: str | None) -> Stream
         for trial_id in ids:
             run = _get_run(session, trial_id)
             require_trial(request, p, run.id, P.VIEW_EXPERIMENT_METADATA)
-        rows = metric_rows(session, ids, group)
-    return StreamingResponse(stream_lines(rows), media_type="application/json")
+        lines = request.app.state.metric_stream_cache.lines(session, ids, group)
+    return StreamingResponse(iter(lines), media_type="application/json")
 
 
 @router.get("/api/v1/trials/metrics/trial_metrics")

@@ -1,0 +1,90 @@
+"""The trial-metrics stream serves a cached reply only while the trial's rows are unchanged: a new
+report, a rollback that archives reports, and another group or set of trials are each seen on the
+very next read (a real master; reports posted by a user to a paused experiment's trial)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+from master.conftest import TRIAL_SCRIPT, Client, context_files, exp_config, wait_for
+
+from determined.master._api._metric_stream import StreamCache
+
+WAIT_S = 120.0
+PATH = "/api/v1/trials/metrics/trial_metrics"
+
+
+@pytest.fixture(scope="module")
+def master(module_db_url: str, make_module_master: Any) -> Iterator[Any]:
+    handle = make_module_master(module_db_url)
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture(scope="module")
+def client(master: Any) -> Client:
+    return Client(master.url).login()
+
+
+def _paused_trial(client: Client) -> int:
+    body = {
+        "config": yaml.safe_dump(exp_config()),
+        "modelDefinition": context_files({"trial.py": TRIAL_SCRIPT}),
+        "activate": False,
+    }
+    exp_id = int(client.post("/api/v1/experiments", body)["experiment"]["id"])
+    return int(wait_for(lambda: client.trials(exp_id), WAIT_S, "the trial")[0]["id"])
+
+
+def _report(client: Client, trial_id: int, step: int, loss: float) -> None:
+    report = {"trialId": trial_id, "trialRunId": 0, "stepsCompleted": step}
+    report["metrics"] = {"avgMetrics": {"loss": loss}}
+    client.post(f"/api/v1/trials/{trial_id}/metrics", {"group": "training", "metrics": report})
+
+
+def _read(client: Client, *trial_ids: int, group: str = "training") -> list[tuple[int, float]]:
+    r = client.request("GET", PATH, params={"trialIds": list(trial_ids), "group": group})
+    assert r.status_code == 200, r.text
+    rows = [m for line in r.text.splitlines() for m in json.loads(line)["result"]["metrics"]]
+    return [(m["totalBatches"], m["metrics"]["avg_metrics"]["loss"]) for m in rows]
+
+
+def test_each_change_is_seen_on_the_next_read(master: Any, client: Client) -> None:
+    trial = _paused_trial(client)
+    assert _read(client, trial) == []
+    _report(client, trial, 1, 0.9)
+    assert _read(client, trial) == [(1, 0.9)]
+    assert _read(client, trial) == [(1, 0.9)]  # unchanged: the cached reply
+    _report(client, trial, 2, 0.8)
+    assert _read(client, trial) == [(1, 0.9), (2, 0.8)]
+    _report(client, trial, 3, 0.7)
+    assert _read(client, trial) == [(1, 0.9), (2, 0.8), (3, 0.7)]
+    # What a new run reporting from step 2 does to the old run's reports from step 2 on (the rows
+    # count changes, the newest id stays): archived ones are gone at once.
+    with master.db.engine.begin() as connection:
+        connection.exec_driver_sql(
+            f"UPDATE metrics SET archived = true WHERE trial_id = {trial} AND total_batches >= 2"
+        )
+    assert _read(client, trial) == [(1, 0.9)]
+    assert _read(client, trial, group="validation") == []
+
+    other = _paused_trial(client)
+    _report(client, other, 7, 0.1)
+    assert _read(client, trial, other) == [(1, 0.9), (7, 0.1)]
+    assert _read(client, other) == [(7, 0.1)]
+
+
+def test_the_cache_stays_within_its_bound() -> None:
+    cache = StreamCache(max_bytes=400)
+    for n in range(10):  # 100-byte replies, built by hand (no database needed for the bound)
+        cache.put((n,), (1, n), [b"x" * 100])
+    assert cache.size <= 400
+    assert len(cache) == 4
+    assert cache.get((9,), (1, 9)) == [b"x" * 100] and cache.get((0,), (1, 0)) is None
+    assert cache.get((9,), (2, 9)) is None  # another version
+    cache.put(("big",), 1, [b"y" * 101])  # over a quarter of the bound: not kept
+    assert cache.get(("big",), 1) is None
