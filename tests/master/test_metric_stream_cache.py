@@ -88,3 +88,58 @@ def test_the_cache_stays_within_its_bound() -> None:
     assert cache.get((9,), (2, 9)) is None  # another version
     cache.put(("big",), 1, [b"y" * 101])  # over a quarter of the bound: not kept
     assert cache.get(("big",), 1) is None
+
+
+def test_readers_missing_together_build_the_reply_once(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Twenty readers of the same uncached trial: one reads the rows, the others reuse its reply."""
+    import threading
+    import time
+
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import Session
+
+    from determined.master._api import _metric_stream
+    from determined.master.db import Metric
+    from determined.master.db._models import Base
+
+    engine = create_engine(f"sqlite:///{tmp_path / 'm.db'}")
+    Base.metadata.create_all(engine)
+    with Session(engine) as session, session.begin():
+        session.add(
+            Metric(
+                trial_id=1,
+                trial_run_id=0,
+                group="training",
+                total_batches=1,
+                metrics={"avg_metrics": {"loss": 1}},
+            )
+        )
+    builds = []
+    real = _metric_stream.metric_rows
+
+    def slow_rows(*args: Any) -> Any:
+        builds.append(1)
+        time.sleep(0.2)  # a long build: every reader arrives while it runs
+        return real(*args)
+
+    monkeypatch.setattr(_metric_stream, "metric_rows", slow_rows)
+    cache = StreamCache()
+    replies: list[list[bytes]] = []
+    start = threading.Barrier(20)
+
+    def read() -> None:
+        with Session(engine) as session:
+            start.wait()
+            replies.append(cache.lines(session, [1], "training"))
+
+    threads = [threading.Thread(target=read) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(replies) == 20 and all(r == replies[0] for r in replies)
+    assert b'"loss": 1' in replies[0][0]  # the stored JSON text, spliced in unchanged
+    assert len(builds) == 1, builds
+    assert cache._building == {}  # nothing left behind

@@ -15,6 +15,7 @@ unarchived rows, the newest id) says nothing was added, archived or deleted sinc
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import threading
 from collections.abc import Iterator, Sequence
@@ -80,6 +81,7 @@ class StreamCache:
         self.size = 0
         """Bytes of the replies kept."""
         self._lock = threading.Lock()
+        self._building: dict[Any, tuple[threading.Lock, int]] = {}
 
     def lines(self, session: Session, trial_ids: Sequence[int], group: str) -> list[bytes]:
         """The reply's lines, from the cache while the rows' version is unchanged."""
@@ -89,10 +91,31 @@ class StreamCache:
             session.connection().execute(count_and_newest.where(*_filter(trial_ids, group))).one()
         )
         lines = self.get(key, version)
-        if lines is None:
-            lines = list(stream_lines(metric_rows(session, trial_ids, group)))
-            self.put(key, version, lines)
+        if lines is not None:
+            return lines
+        with self._builder(key):  # readers missing together: one builds, the others reuse it
+            lines = self.get(key, version)
+            if lines is None:
+                lines = list(stream_lines(metric_rows(session, trial_ids, group)))
+                self.put(key, version, lines)
         return lines
+
+    @contextlib.contextmanager
+    def _builder(self, key: Any) -> Iterator[None]:
+        """Held while ``key``'s reply is built; dropped when no one waits for it any more."""
+        with self._lock:
+            lock, users = self._building.get(key, (threading.Lock(), 0))
+            self._building[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._building[key]
+                if users == 1:
+                    del self._building[key]
+                else:
+                    self._building[key] = (lock, users - 1)
 
     def get(self, key: Any, version: Any) -> list[bytes] | None:
         """The lines stored for ``key`` if they were built from ``version``."""
