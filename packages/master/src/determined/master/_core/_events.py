@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlalchemy
 from sqlalchemy import text
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, undefer
 
 from determined.master._core import _launch
 from determined.master._core._allocations import Allocations, AllocState
@@ -44,6 +44,8 @@ from determined.master.db import (
 
 logger = logging.getLogger("determined.master")
 
+_WITH_CONTEXT = undefer(Experiment.model_definition)
+"""Load the deferred context tarball with the experiment: the trial's launch extracts it."""
 _DB_FRESH_S = 1.0
 """A database that answered a statement this recently, with no error since, is not probed before an
 event (a healthy, busy master pays nothing; an idle one probes once per event)."""
@@ -193,10 +195,9 @@ class AllocationEvents:
             alloc.assigned = True
             with self._db.read() as session:
                 run = session.get(Run, alloc.trial_id)
-                exp = session.get(Experiment, alloc.experiment_id)
+                exp = session.get(Experiment, alloc.experiment_id, options=[_WITH_CONTEXT])
                 user = session.get(User, exp.owner_id) if exp else None
                 latest = resume_point(session, run) if run else None
-                model_definition = exp.model_definition if exp else None  # a deferred column
             if run is None or exp is None:
                 self._rm.release(aid)
                 return
@@ -210,7 +211,7 @@ class AllocationEvents:
         try:
             latest_uuid, steps = latest if latest else (None, 0)
             env, hook, warnings = self._prepare(
-                alloc, run, exp, model_definition, user, assignment, work_dir, latest_uuid, steps
+                alloc, run, exp, user, assignment, work_dir, latest_uuid, steps
             )
             image = explicit_image(exp.original_config)
             if image:
@@ -264,7 +265,6 @@ class AllocationEvents:
         alloc: AllocState,
         run: Run,
         exp: Experiment,
-        model_definition: bytes | None,
         user: User | None,
         assignment: Any,
         work_dir: pathlib.Path,
@@ -274,7 +274,7 @@ class AllocationEvents:
         """The trial's work directory, environment, startup hook and warnings."""
         return _launch.prepare_trial(
             work_dir=work_dir,
-            model_definition=model_definition,
+            model_definition=exp.model_definition,
             master_url=self.master_url,
             cluster_id=self._cluster_id,
             task_id=run.task_id,
