@@ -12,6 +12,8 @@ from typing import Any
 import pytest
 import requests
 import yaml
+from requests.adapters import HTTPAdapter
+from urllib3.util.retry import Retry
 
 WAIT_S = 60.0
 
@@ -111,6 +113,10 @@ class Client:
     def __init__(self, url: str) -> None:
         self.url = url
         self.session = requests.Session()
+        # A GET on a kept-alive connection the server closes at that moment is sent again, as
+        # browsers and det's own client do; nothing else is retried.
+        retry = Retry(total=2, connect=2, read=2, status=0, allowed_methods={"GET"})
+        self.session.mount("http://", HTTPAdapter(max_retries=retry))
         self.token = ""
 
     def login(self, username: str = "admin", password: str = "") -> Client:

@@ -23,6 +23,9 @@ from determined.master.db import ClusterMeta, Database, User
 
 logger = logging.getLogger("determined.master")
 
+KEEP_ALIVE_S = 75
+"""How long an idle client connection stays open (uvicorn's default is 5 s)."""
+
 
 class _BufferHandler(logging.Handler):
     """Keeps the master's recent log records for ``GET /api/v1/master/logs``."""
@@ -187,6 +190,10 @@ class Master:
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=2,
+            # Upstream's Go master never closed idle connections; uvicorn's default (5 s) races
+            # clients that poll every few seconds: a request sent as the server closes the
+            # connection fails with "connection reset by peer".
+            timeout_keep_alive=KEEP_ALIVE_S,
             ssl_certfile=tls[0] if tls else None,
             ssl_keyfile=tls[1] if tls else None,
         )
