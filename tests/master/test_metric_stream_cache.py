@@ -5,14 +5,21 @@ very next read (a real master; reports posted by a user to a paused experiment's
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import yaml
 from master.conftest import TRIAL_SCRIPT, Client, context_files, exp_config, wait_for
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session
 
+from determined.master._api import _metric_stream
 from determined.master._api._metric_stream import StreamCache
+from determined.master.db import Metric
+from determined.master.db._models import Base
 
 WAIT_S = 120.0
 PATH = "/api/v1/trials/metrics/trial_metrics"
@@ -94,16 +101,6 @@ def test_readers_missing_together_build_the_reply_once(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Twenty readers of the same uncached trial: one reads the rows, the others reuse its reply."""
-    import threading
-    import time
-
-    from sqlalchemy import create_engine
-    from sqlalchemy.orm import Session
-
-    from determined.master._api import _metric_stream
-    from determined.master.db import Metric
-    from determined.master.db._models import Base
-
     engine = create_engine(f"sqlite:///{tmp_path / 'm.db'}")
     Base.metadata.create_all(engine)
     with Session(engine) as session, session.begin():

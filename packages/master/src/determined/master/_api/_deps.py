@@ -18,6 +18,7 @@ from determined.master._wire import APIError, as_utc
 from determined.master.db import Allocation, Run, User, UserSession, utcnow
 
 if TYPE_CHECKING:
+    from determined.master._api._metric_stream import StreamCache
     from determined.master._core._accounts import Accounts
     from determined.master._core._allocations import Allocations
     from determined.master._core._authz import Authz
@@ -150,6 +151,11 @@ def tokens_of(request: Request) -> AccessTokens:
 def tasks_of(request: Request) -> Tasks:
     """The tasks service: commands, TensorBoards, notebooks and shells."""
     return master_of(request).manager.tasks
+
+
+def metric_stream_cache_of(request: Request) -> StreamCache:
+    """The encoded trial-metrics replies of this master's API."""
+    return request.app.state.metric_stream_cache  # type: ignore[no-any-return]
 
 
 def loads(raw: bytes) -> Any:

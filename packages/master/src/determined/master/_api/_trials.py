@@ -19,6 +19,7 @@ from determined.master._api._deps import (
     int_param,
     json_body,
     master_of,
+    metric_stream_cache_of,
     metrics_writer_of,
     trial_records_of,
 )
@@ -346,7 +347,7 @@ def _metrics_stream(request: Request, p: Principal, group: str | None) -> Stream
         for trial_id in ids:
             run = _get_run(session, trial_id)
             require_trial(request, p, run.id, P.VIEW_EXPERIMENT_METADATA)
-        lines = request.app.state.metric_stream_cache.lines(session, ids, group)
+        lines = metric_stream_cache_of(request).lines(session, ids, group)
     return StreamingResponse(iter(lines), media_type="application/json")
 
 
