@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import datetime
+import threading
 import time
+from typing import Any
 
 import pytest
 from fake_master import TRIAL_ID, TRIAL_RUN_ID, OnCluster
 
 from determined import core
+from determined.core import _metrics
 
 METRICS = rf"/api/v1/trials/{TRIAL_ID}/metrics"
 BATCH = rf"/api/v1/trials/{TRIAL_ID}/metrics/batch"
@@ -186,3 +189,56 @@ def test_tensorboard_manual_mode_keeps_the_local_directory(on_cluster: OnCluster
         local = ctx.train.get_tensorboard_path()
         (local / "mine.txt").write_text("not uploaded yet")
     assert (local / "mine.txt").exists()  # MANUAL: the caller decides what reaches storage
+
+
+def _recording_shipper(linger: float) -> tuple[_metrics.MetricsShipper, list[list[int]], Any]:
+    """A shipper whose sends record each batch's steps; the condition is notified on every send."""
+    sent: list[list[int]] = []
+    changed = threading.Condition()
+
+    def send(batch: list[_metrics.MetricsReport]) -> None:
+        with changed:
+            sent.append([int(r.steps_completed or 0) for r in batch])
+            changed.notify_all()
+
+    shipper = _metrics.MetricsShipper(send, linger=linger)
+    shipper.start()
+    return shipper, sent, changed
+
+
+def test_frequent_reports_share_a_request_within_the_linger() -> None:
+    """A report coming right after a send waits for the ones that follow it (one request for
+    many, so a trial reporting every few milliseconds costs the master a request per linger)."""
+    shipper, sent, _ = _recording_shipper(linger=600.0)
+    shipper.report("training", {"loss": 1.0}, 1)
+    shipper.flush(timeout=30)
+    for step in range(2, 6):
+        shipper.report("training", {"loss": 1.0}, step)
+    assert sent == [[1]]  # held: the last send was less than the linger ago
+    shipper.flush(timeout=30)
+    assert sent == [[1], [2, 3, 4, 5]]
+    shipper.close()
+
+
+def test_a_validation_report_goes_at_once_with_what_waited() -> None:
+    """The searcher acts on validation reports: one never waits for the linger."""
+    shipper, sent, changed = _recording_shipper(linger=600.0)
+    shipper.report("training", {"loss": 1.0}, 1)
+    shipper.flush(timeout=30)
+    shipper.report("training", {"loss": 1.0}, 2)
+    shipper.report("validation", {"loss": 1.0}, 2)
+    with changed:
+        assert changed.wait_for(lambda: len(sent) == 2, timeout=30)
+    assert sent == [[1], [2, 2]]
+    shipper.close()
+
+
+def test_close_sends_what_waits_for_the_linger() -> None:
+    shipper, sent, _ = _recording_shipper(linger=600.0)
+    shipper.report("training", {"loss": 1.0}, 1)
+    shipper.flush(timeout=30)
+    shipper.report("training", {"loss": 1.0}, 2)
+    began = time.monotonic()
+    shipper.close()
+    assert sent == [[1], [2]]
+    assert time.monotonic() - began < 300  # did not sit out the linger
