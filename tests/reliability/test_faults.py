@@ -136,7 +136,10 @@ def test_master_sigterm_restart_keeps_trials_running(
         lambda ledger: ledger.checkpoints and len(ledger.metrics) >= 7,
         "every trial past its first checkpoint",
     )
+    stopped_log = sqlite_master.log_path
     sqlite_master.stop()  # SIGTERM; waits for the exit
+    # The trials' preemption long-polls were answered, not cancelled with a traceback each.
+    assert "Exception in ASGI application" not in stopped_log.read_text()
     _restart_after(sqlite_master, "stopped", 3.0)
     api = sqlite_master.api()
     for exp in exps:

@@ -94,6 +94,7 @@ class Allocations:
         self._by_id: dict[str, AllocState] = {}
         self._of_trial: dict[int, str] = {}
         self._waiters: dict[str, set[asyncio.Event]] = collections.defaultdict(set)
+        self._long_polls_ended = False
         self.loop: asyncio.AbstractEventLoop | None = None
         """The HTTP server's event loop (preemption long-polls wait on it)."""
 
@@ -277,15 +278,28 @@ class Allocations:
         for event in waiters:
             loop.call_soon_threadsafe(event.set)
 
+    def end_long_polls(self) -> None:
+        """The master is stopping: answer every pending preemption long-poll, and the ones that
+        come from now on, at once."""
+        self._long_polls_ended = True
+        loop = self.loop
+        if loop is None:
+            return
+        for events in list(self._waiters.values()):
+            for event in list(events):
+                loop.call_soon_threadsafe(event.set)
+
     async def wait_preemption(self, allocation_id: str, timeout: float) -> bool:
         """Whether the allocation should stop, waiting up to ``timeout`` seconds for the signal."""
         alloc = self._by_id.get(allocation_id)
         if alloc is None:
             return False
-        if alloc.preempt or timeout <= 0:
+        if alloc.preempt or timeout <= 0 or self._long_polls_ended:
             return alloc.preempt
         event = asyncio.Event()
         self._waiters[allocation_id].add(event)
+        if self._long_polls_ended:  # ended between the check above and now
+            event.set()
         try:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(event.wait(), timeout)

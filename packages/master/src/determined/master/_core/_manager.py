@@ -192,6 +192,10 @@ class Manager:
         """The master is about to stop (SIGTERM, ``det-master down``): from now on a trial that
         fails is not marked failed; start-up recovery resumes it, as after a crash."""
         self.events.shutting_down = True
+        # Answer the trials' preemption long-polls now (not preempted: they carry on and poll the
+        # next master), or the HTTP server's graceful stop waits on them, then cancels each with
+        # a traceback in the log.
+        self.allocations.end_long_polls()
 
     def stop(self) -> None:
         """Drain the metrics writer and the event queue; cancel preemption timers."""
