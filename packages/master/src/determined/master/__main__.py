@@ -101,10 +101,13 @@ def _up(config: MasterConfig) -> int:
     pid_file = _pid_file(config)
     pid_file.write_text(str(os.getpid()))
     print(f"det-master serving on {master.url}", flush=True)
-    # A long-running server: move start-up objects out of the collector's way and collect the young
-    # generation less often (every request allocates many short-lived objects).
+    # A long-running server: move start-up objects out of the collector's way. The young generation
+    # is collected every 5,000 net allocations: nearly all that survive to a collection are cycles a
+    # request left behind (SQLAlchemy statements, ORM states), so the work is the same at any
+    # threshold, but at 50,000 one collection freed ~50k objects in one pause of 40-110 ms, which
+    # every request in flight waited out (seen as the p99 of API reads).
     gc.freeze()
-    gc.set_threshold(50_000, 50, 100)
+    gc.set_threshold(5_000, 50, 100)
 
     def on_signal(signum: int, _frame: Any) -> None:
         master.request_stop()
