@@ -56,7 +56,7 @@ class MetricsShipper:
         *,
         max_batch: int = 500,
         max_pending: int = 100_000,
-        linger: float = 0.2,
+        linger: float = 0.5,
     ) -> None:
         self._send = send
         self._max_batch = max_batch
