@@ -12,10 +12,15 @@ load generator's own GIL does not stand in for the master's latency. Each reader
 routes: the experiment list, an experiment's trials, a trial, and a trial's training metrics, waiting
 ``--think`` seconds between requests (default 1 s: a client polling once a second, as a web UI page or
 a watch loop does; ``--think 0`` makes every reader a closed loop, which measures saturation: latency is
-then readers / throughput, whatever the master's speed).
+then readers / throughput, whatever the master's speed). Each wait is drawn uniformly from
+``think * (1 +- jitter)`` (default 0.5, the same mean), as independent clients differ: with one fixed
+wait for all (``--jitter 0``), the first pause of the master (a garbage collection) left every reader
+waiting on it, after which all 50 sent their next request at the same instant, every 1.3 s for the rest
+of the run: a benchmark of 50-request bursts, not of 50 clients.
 
     .venv/bin/python benchmarks/bench_api_load.py [--readers 50] [--trials 20] [--seconds 15]
-        [--interval 0.05] [--history-steps 2000] [--procs 5] [--think 1.0] [--db URL]
+        [--interval 0.05] [--history-steps 2000] [--procs 5] [--think 1.0] [--jitter 0.5]
+        [--db URL]
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import pathlib
+import random
 import tempfile
 import threading
 import time
@@ -98,6 +104,8 @@ def _reader_proc(
     threads: int,
     seconds: float,
     think: float,
+    jitter: float,
+    seed: int,
     out: Any,
     ready: Any,
     go: Any,
@@ -126,8 +134,9 @@ def _reader_proc(
         begin.wait()
         start_at, stop_at = times["start"], times["stop"]
         mine: dict[str, list[float]] = {label: [] for label, _, _ in routes}
+        rng = random.Random(seed * 1000 + offset)
         # Readers start spread over one think time, as independent clients would.
-        first = start_at + (think * offset / max(1, threads) if think > 0 else 0.0)
+        first = start_at + (think * rng.random() if think > 0 else 0.0)
         while time.monotonic() < first:
             time.sleep(0.01)
         i = offset
@@ -146,7 +155,7 @@ def _reader_proc(
                 continue
             mine[label].append(time.perf_counter() - began)
             if think > 0:
-                time.sleep(think)
+                time.sleep(think * rng.uniform(1 - jitter, 1 + jitter))
         with lock:
             for key, values in mine.items():
                 results[key].extend(values)
@@ -178,9 +187,22 @@ def read_phase(
     procs = [
         ctx.Process(
             target=_reader_proc,
-            args=(url, token, routes, n, args.seconds, args.think, out, ready, go, start),
+            args=(
+                url,
+                token,
+                routes,
+                n,
+                args.seconds,
+                args.think,
+                args.jitter,
+                i,
+                out,
+                ready,
+                go,
+                start,
+            ),
         )
-        for n in per_proc
+        for i, n in enumerate(per_proc)
         if n > 0
     ]
     for p in procs:
@@ -217,6 +239,7 @@ def main() -> None:
     parser.add_argument("--history-steps", type=int, default=2000)
     parser.add_argument("--procs", type=int, default=5)
     parser.add_argument("--think", type=float, default=1.0)
+    parser.add_argument("--jitter", type=float, default=0.5)
     parser.add_argument("--db", default=None)
     args = parser.parse_args()
 
@@ -272,7 +295,7 @@ def main() -> None:
     print(
         f"{args.readers} readers x {args.seconds:.0f} s, idle master vs {args.trials} trials"
         f" reporting every {args.interval} s (all reporting after {ready_s:.1f} s;"
-        f" {reported} training reports by the end); think {args.think} s;"
+        f" {reported} training reports by the end); think {args.think} s ± {args.jitter:.0%};"
         f" db: {args.db or 'sqlite'}"
     )
     header = (

@@ -16,6 +16,9 @@ from typing import Any
 
 from determined.master._config import MasterConfig
 
+GC_THRESHOLD = (5_000, 50, 100)
+"""The collector's thresholds in ``det-master up`` (why: see where they are set, in :func:`main`)."""
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="det-master", description="The det master.")
@@ -105,9 +108,9 @@ def _up(config: MasterConfig) -> int:
     # is collected every 5,000 net allocations: nearly all that survive to a collection are cycles a
     # request left behind (SQLAlchemy statements, ORM states). At 50,000 one collection freed ~50k
     # objects in one pause of 40-110 ms that every request in flight waited out (the p99 of API
-    # reads); 900 reads cost 94-107 ms of collection at 5,000 (max pause 7 ms), 174-233 ms at 50,000.
+    # reads); at 5,000 the longest pause is ~5 ms and the total less (benchmarks/bench_gc_pauses.py).
     gc.freeze()
-    gc.set_threshold(5_000, 50, 100)
+    gc.set_threshold(*GC_THRESHOLD)
 
     def on_signal(signum: int, _frame: Any) -> None:
         master.request_stop()
