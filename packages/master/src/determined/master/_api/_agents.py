@@ -8,16 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master import __version__
 from determined.master._api._access import P, on_cluster
 from determined.master._api._deps import Principal, authenticate, json_body, master_of
+from determined.master._api._json_route import api_router
 from determined.master._core._agent_states import AgentStates
 from determined.master._core._cluster_view import Agent, Slot
 from determined.master._wire import APIError, pagination, ts
 
-router = APIRouter(tags=["Cluster"])
+router = api_router(tags=["Cluster"])
 
 _DEVICE_TYPES = {"cuda": "TYPE_CUDA", "rocm": "TYPE_ROCM", "cpu": "TYPE_CPU"}
 

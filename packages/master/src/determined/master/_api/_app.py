@@ -10,7 +10,7 @@ import traceback
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -39,6 +39,7 @@ from determined.master._api._deps import (
     path_ints_in_range,
     require_admin,
 )
+from determined.master._api._json_route import api_router
 from determined.master._api._metric_stream import StreamCache
 from determined.master._wire import APIError, error_body, get, pagination
 
@@ -47,7 +48,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("determined.master")
 
-info_router = APIRouter(tags=["Cluster"])
+info_router = api_router(tags=["Cluster"])
 
 
 @info_router.get("/api/v1/master")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from sqlalchemy import select
 
 from determined.master._api._access import P, require_experiment
@@ -19,10 +19,11 @@ from determined.master._api._deps import (
     json_body,
     master_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._wire import TERMINAL_STATES, APIError, get, unstate
 from determined.master.db import Experiment, Project
 
-router = APIRouter(tags=["Experiments"])
+router = api_router(tags=["Experiments"])
 
 # action -> (permission, states a filter selects: upstream adds them to the filter, None = any)
 ACTIONS: dict[str, tuple[Any, tuple[str, ...] | None]] = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -25,6 +25,7 @@ from determined.master._api._deps import (
     json_body,
     master_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._core._checkpoints import CheckpointReport
 from determined.master._core._checkpoints import get_checkpoint as find_checkpoint
 from determined.master._wire import (
@@ -46,7 +47,7 @@ from determined.master.db import (
     utcnow,
 )
 
-router = APIRouter(tags=["Checkpoints"])
+router = api_router(tags=["Checkpoints"])
 
 CHECKPOINT_STATES = ("ACTIVE", "COMPLETED", "ERROR", "DELETED", "PARTIALLY_DELETED")
 

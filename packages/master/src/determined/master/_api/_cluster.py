@@ -13,7 +13,7 @@ import datetime
 import io
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import Response
 
 from determined.master._api._access import (
@@ -35,13 +35,14 @@ from determined.master._api._deps import (
     resource_usage_of,
     tasks_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._core._cluster_messages import Notice
 from determined.master._core._cluster_view import JOB_STATES, Job, TaskSummary
 from determined.master._core._experiments import ExperimentPatch
 from determined.master._core._usage import Period, Usage, parse_day
 from determined.master._wire import APIError, get, pagination, parse_ts, ts
 
-router = APIRouter(tags=["Cluster"])
+router = api_router(tags=["Cluster"])
 
 
 # ---- cluster-wide message --------------------------------------------------------------------------

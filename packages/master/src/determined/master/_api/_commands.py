@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._access import (
     P,
@@ -29,13 +29,14 @@ from determined.master._api._deps import (
     master_of,
     tasks_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._api._ntsc_lists import in_workspaces, workspace_filter
 from determined.master._core._context import ContextError, pack_files
 from determined.master._core._task_records import TaskSpec, TaskView, ntsc_json, task_json
 from determined.master._wire import APIError, get, pagination, ts
 from determined.master.db import Allocation, User
 
-router = APIRouter(tags=["Commands"])
+router = api_router(tags=["Commands"])
 
 
 NO_ENTRYPOINT = ["true"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._deps import (
     Principal,
@@ -22,6 +22,7 @@ from determined.master._api._deps import (
     json_body,
     master_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._api._yaml_input import load_yaml
 from determined.master._core._authz import Permission
 from determined.master._core._config_policies import workload_type as parse_workload_type
@@ -32,7 +33,7 @@ from determined.master.db import Workspace
 if TYPE_CHECKING:
     from determined.master._core._config_policies import ConfigPolicies
 
-router = APIRouter(tags=["Alpha"])
+router = api_router(tags=["Alpha"])
 
 P = Permission
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._access import P, on_experiment
 from determined.master._api._deps import Principal, authenticate, experiments_of
+from determined.master._api._json_route import api_router
 
-router = APIRouter(tags=["Experiments"])
+router = api_router(tags=["Experiments"])
 
 
 def _action(request: Request, experiment_id: int, action: str) -> dict[str, Any]:

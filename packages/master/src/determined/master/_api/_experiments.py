@@ -6,7 +6,7 @@ import base64
 from typing import Any
 
 import yaml
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -31,6 +31,7 @@ from determined.master._api._deps import (
     json_body,
     master_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._api._templates import with_template
 from determined.master._api._trial_sort import check_trial_sort, sort_trial_json
 from determined.master._api._yaml_input import load_yaml
@@ -42,7 +43,7 @@ from determined.master._wire import TERMINAL_STATES, APIError, get, pagination, 
 from determined.master.db import Experiment, Metric, Run, User
 from determined.master.db._visibility import experiments_visible
 
-router = APIRouter(tags=["Experiments"])
+router = api_router(tags=["Experiments"])
 
 SORT_COLUMNS = {
     "SORT_BY_ID": Experiment.id,

@@ -5,17 +5,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._access import on_experiment, visible
 from determined.master._api._deps import Principal, authenticate, int_param, master_of
+from determined.master._api._json_route import api_router
 from determined.master._core._authz import Permission
 from determined.master._wire import APIError
 
 if TYPE_CHECKING:
     from determined.master._core._labels import ExperimentLabels
 
-router = APIRouter(tags=["Experiments"])
+router = api_router(tags=["Experiments"])
 
 
 def labels_of(request: Request) -> ExperimentLabels:

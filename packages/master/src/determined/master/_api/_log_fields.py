@@ -9,17 +9,18 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy import distinct, select
 from starlette.concurrency import run_in_threadpool
 
 from determined.master._api._access import P, on_task, on_trial
 from determined.master._api._deps import Principal, authenticate, bool_param, master_of
+from determined.master._api._json_route import api_router
 from determined.master._api._tasks import task_log_done, trial_log_source
 from determined.master.db import TaskLog
 
-router = APIRouter(tags=["Tasks"])
+router = api_router(tags=["Tasks"])
 
 _COLUMNS = {
     "allocationIds": TaskLog.allocation_id,

@@ -14,7 +14,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
@@ -22,13 +22,14 @@ from starlette.concurrency import run_in_threadpool
 from determined.master._api import _serialize
 from determined.master._api._access import P, require_experiment, require_project, require_trial
 from determined.master._api._deps import Principal, authenticate, int_param, master_of
+from determined.master._api._json_route import api_router
 from determined.master._core import _metric_series as series
 from determined.master._core._best_runs import metric_ranges
 from determined.master._core._projects import find_project
 from determined.master._wire import TERMINAL_STATES, APIError
 from determined.master.db import Experiment, Run
 
-router = APIRouter(tags=["Experiments"])
+router = api_router(tags=["Experiments"])
 
 _DEFAULT_PERIOD_S = 30
 

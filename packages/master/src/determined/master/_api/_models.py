@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
@@ -33,6 +33,7 @@ from determined.master._api._deps import (
     master_of,
     registry_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._core._model_registry import (
     ModelFields,
     VersionFields,
@@ -43,7 +44,7 @@ from determined.master._wire import APIError, get, pagination, sub_object, ts
 from determined.master.db import Checkpoint, Model, ModelVersion, User
 from determined.master.db._visibility import models_visible
 
-router = APIRouter(tags=["Models"])
+router = api_router(tags=["Models"])
 
 WORKSPACE_ID = 1
 WORKSPACE_NAME = "Uncategorized"

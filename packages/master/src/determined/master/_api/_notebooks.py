@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._access import (
     P,
@@ -19,6 +19,7 @@ from determined.master._api._deps import (
     master_of,
     notebooks_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._api._ntsc_lists import list_tasks
 from determined.master._core._context import ContextError, pack_files
 from determined.master._core._notebooks import NotebookLaunch, notebook_config, service_address
@@ -28,7 +29,7 @@ from determined.master._wire import APIError, get
 if TYPE_CHECKING:
     from determined.master._core._tasks import TaskView
 
-router = APIRouter(tags=["Notebooks"])
+router = api_router(tags=["Notebooks"])
 
 
 def notebook_json(view: TaskView) -> dict[str, Any]:

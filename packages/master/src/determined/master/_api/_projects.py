@@ -6,7 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from sqlalchemy import select
 
 from determined.master._api._access import (
@@ -23,12 +23,13 @@ from determined.master._api._deps import (
     json_body,
     master_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._core._project_columns import project_columns
 from determined.master._core._projects import ProjectFields, Projects, find_project
 from determined.master._wire import APIError, get
 from determined.master.db import Project, Workspace
 
-router = APIRouter(tags=["Projects"])
+router = api_router(tags=["Projects"])
 
 
 def projects_of(request: Request) -> Projects:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._deps import (
     Principal,
@@ -18,12 +18,13 @@ from determined.master._api._deps import (
     json_body,
     master_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._core._authz import Permission
 from determined.master._core._groups import Groups
 from determined.master._core._roles import Roles, parse_assignments
 from determined.master._wire import APIError, get, pagination
 
-router = APIRouter()
+router = api_router()
 
 
 def _groups(request: Request) -> Groups:

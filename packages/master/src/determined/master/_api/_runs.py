@@ -5,16 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._access import P, visible
 from determined.master._api._deps import Principal, authenticate, int_param, json_body, master_of
+from determined.master._api._json_route import api_router
 from determined.master._core._projects import project_names
 from determined.master._core._run_search import checkpoint_totals, search_runs
 from determined.master._wire import APIError, clean_float, get, pagination, state, ts
 from determined.master.db import Experiment, Run
 
-router = APIRouter(tags=["Runs"])
+router = api_router(tags=["Runs"])
 
 
 @router.post("/api/v1/runs")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._access import P, on_trial
 from determined.master._api._deps import (
@@ -22,9 +22,10 @@ from determined.master._api._deps import (
     json_body,
     searcher_operations_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._wire import APIError, get, sub_object, to_float
 
-router = APIRouter(tags=["Trials"])
+router = api_router(tags=["Trials"])
 
 
 def _completed() -> dict[str, Any]:

@@ -8,7 +8,7 @@ import re
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
@@ -34,10 +34,11 @@ from determined.master._api._deps import (
     master_of,
     trial_records_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._wire import TERMINAL_STATES, APIError, get, parse_ts, ts
 from determined.master.db import Allocation, Run, TaskLog, utcnow
 
-router = APIRouter(tags=["Tasks"])
+router = api_router(tags=["Tasks"])
 
 LEVELS = ("TRACE", "DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._access import require_workspace, visible
 from determined.master._api._deps import (
@@ -16,6 +16,7 @@ from determined.master._api._deps import (
     json_body,
     master_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._api._yaml_input import load_yaml
 from determined.master._core._authz import Permission
 from determined.master._wire import APIError, get, pagination
@@ -24,7 +25,7 @@ from determined.master.db import DEFAULT_WORKSPACE_ID
 if TYPE_CHECKING:
     from determined.master._core._templates import Templates
 
-router = APIRouter(tags=["Templates"])
+router = api_router(tags=["Templates"])
 
 
 def templates_of(request: Request) -> Templates:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._access import (
     P,
@@ -24,6 +24,7 @@ from determined.master._api._deps import (
     master_of,
     tensorboards_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._api._ntsc_lists import list_tasks
 from determined.master._core._context import ContextError, pack_files
 from determined.master._core._task_records import ntsc_json
@@ -34,7 +35,7 @@ from determined.master.db import Experiment
 if TYPE_CHECKING:
     from determined.master._core._tasks import TaskView
 
-router = APIRouter(tags=["Tensorboards"])
+router = api_router(tags=["Tensorboards"])
 
 
 def tensorboard_json(view: TaskView) -> dict[str, Any]:

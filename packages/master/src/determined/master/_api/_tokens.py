@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._commands import page
 from determined.master._api._deps import (
@@ -15,9 +15,10 @@ from determined.master._api._deps import (
     json_body,
     tokens_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._wire import APIError, get
 
-router = APIRouter()
+router = api_router()
 
 
 @router.post("/api/v1/tokens", tags=["Tokens"])

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._access import (
     P,
@@ -23,10 +23,11 @@ from determined.master._api._deps import (
     json_body,
     trial_sources_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._core._trial_sources import MetricRow, SourceInfo, source_type
 from determined.master._wire import APIError, clean_float, get, ts
 
-router = APIRouter(tags=["Internal"])
+router = api_router(tags=["Internal"])
 
 
 def _report(row: MetricRow) -> dict[str, Any]:

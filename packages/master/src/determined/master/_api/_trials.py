@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -23,6 +23,7 @@ from determined.master._api._deps import (
     metrics_writer_of,
     trial_records_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._api._metric_reports import parse_reports
 from determined.master._wire import (
     TERMINAL_STATES,
@@ -34,7 +35,7 @@ from determined.master._wire import (
 )
 from determined.master.db import Checkpoint, Experiment, Metric, Run
 
-router = APIRouter(tags=["Trials"])
+router = api_router(tags=["Trials"])
 
 EXITED_REASONS = (
     "INVALID_HP",

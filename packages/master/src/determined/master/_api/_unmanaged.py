@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api import _serialize
 from determined.master._api._access import P, on_trial, require_experiment, require_project
@@ -24,11 +24,12 @@ from determined.master._api._deps import (
     master_of,
     unmanaged_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._api._yaml_input import load_yaml
 from determined.master._core._experiments import get_experiment, get_trial
 from determined.master._wire import APIError, get, unstate
 
-router = APIRouter(tags=["Internal"])
+router = api_router(tags=["Internal"])
 
 
 def _validate(master: Any, raw: Any) -> tuple[dict[str, Any], str]:

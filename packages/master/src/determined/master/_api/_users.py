@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 from sqlalchemy import func, select
 
 from determined.master import _auth
@@ -20,11 +20,12 @@ from determined.master._api._deps import (
     master_of,
     require_admin,
 )
+from determined.master._api._json_route import api_router
 from determined.master._core._accounts import UserChanges, find_user
 from determined.master._wire import APIError, get, pagination
 from determined.master.db import User
 
-router = APIRouter()
+router = api_router()
 
 
 def _hashed_password(body: dict[str, Any], field: str = "password") -> str:

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._deps import Principal, authenticate, json_body, master_of
+from determined.master._api._json_route import api_router
 from determined.master._wire import sub_object
 
 if TYPE_CHECKING:
     from determined.master._core._webhooks import Webhooks
 
-router = APIRouter(tags=["Webhooks"])
+router = api_router(tags=["Webhooks"])
 
 
 def webhooks_of(request: Request) -> Webhooks:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import Depends, Request
 
 from determined.master._api._access import P, require_workspace, visible
 from determined.master._api._deps import (
@@ -23,6 +23,7 @@ from determined.master._api._deps import (
     master_of,
     tasks_of,
 )
+from determined.master._api._json_route import api_router
 from determined.master._core._workspaces import (
     UNSET,
     WorkspaceFields,
@@ -32,7 +33,7 @@ from determined.master._core._workspaces import (
 from determined.master._limits import check_storage_roots
 from determined.master._wire import APIError, get, pagination, sub_object
 
-router = APIRouter(tags=["Workspaces"])
+router = api_router(tags=["Workspaces"])
 
 _AGENT_INTS = ("agent_uid", "agent_gid")
 _AGENT_STRS = ("agent_user", "agent_group")
