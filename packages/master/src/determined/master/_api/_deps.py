@@ -302,13 +302,14 @@ def _cached_principal(cache: AuthCache, candidates: list[str]) -> Principal | No
     return None
 
 
-async def authenticate_async(request: Request) -> Principal:
-    """:func:`authenticate` for hot ``async`` routes: a cached token costs no thread hop."""
+async def authenticate(request: Request) -> Principal:
+    """The caller of a request (:func:`authenticate_sync`), as a route's dependency: a token
+    already known costs no thread hop (the database lookup of a new one runs on a worker thread)."""
     from starlette.concurrency import run_in_threadpool
 
     cached = _cached_principal(_auth_cache(request), _candidate_tokens(request))
     if cached is None:
-        return await run_in_threadpool(authenticate, request)
+        return await run_in_threadpool(authenticate_sync, request)
     if cached.allocation_id is not None:
         from determined.master._api import _alloc_scope
 
@@ -317,6 +318,10 @@ async def authenticate_async(request: Request) -> Principal:
         else:
             _alloc_scope.check(request, cached)
     return cached
+
+
+authenticate_async = authenticate
+"""The same dependency (FastAPI runs it once per request whichever name a route uses)."""
 
 
 def _check_scope(request: Request, principal: Principal) -> None:
@@ -338,7 +343,7 @@ def _check_scope(request: Request, principal: Principal) -> None:
     _alloc_scope.check(request, principal, body)
 
 
-def authenticate(request: Request) -> Principal:
+def authenticate_sync(request: Request) -> Principal:
     """Resolve the caller from ``Authorization: Bearer`` (user, access or allocation token) or
     ``Grpc-Metadata-x-allocation-token: Bearer``; 401 otherwise, 403 for an allocation token
     outside its own trial."""

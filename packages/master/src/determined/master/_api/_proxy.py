@@ -16,16 +16,17 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from fastapi import APIRouter, Request, WebSocket
+from fastapi import Request, WebSocket
 from fastapi.responses import RedirectResponse, Response, StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from determined.master._api._deps import Principal, authenticate, tasks_of
+from determined.master._api._deps import Principal, authenticate_sync, tasks_of
+from determined.master._api._json_route import api_router
 from determined.master._api._proxy_ports import port_service, relay, tunnel_tcp
 from determined.master._wire import APIError
 
-router = APIRouter(include_in_schema=False)
+router = api_router(include_in_schema=False)
 
 HOP_BY_HOP = frozenset(
     {
@@ -48,7 +49,7 @@ METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
 
 def _principal(conn: Any) -> Principal:
     """The caller of an HTTP request or WebSocket (the API's token rules)."""
-    return authenticate(conn)
+    return authenticate_sync(conn)
 
 
 def target_of(conn: Any, task_id: str, principal: Principal) -> tuple[str, int]:

@@ -19,7 +19,7 @@ from typing import Any
 from fastapi import WebSocket
 
 from determined.master._api._access import require_task
-from determined.master._api._deps import authenticate, master_of
+from determined.master._api._deps import authenticate_sync, master_of
 from determined.master._core._authz import Permission
 from determined.master._core._proxy_ports import ProxyService
 from determined.master._wire import APIError
@@ -44,7 +44,7 @@ def port_service(conn: Any, service_id: str) -> ProxyService | None:
             )
         return None
     if not service.unauthenticated:
-        principal = authenticate(conn)
+        principal = authenticate_sync(conn)
         require_task(conn, principal, service.task_id, Permission.VIEW_NSC)
     return service
 

@@ -15,7 +15,7 @@ import yaml
 from fastapi import APIRouter, Depends, Form, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
-from determined.master._api._deps import Principal, authenticate, master_of
+from determined.master._api._deps import Principal, authenticate, authenticate_sync, master_of
 from determined.master._core._authz import Permission
 from determined.master._wire import APIError
 from determined.master.db import checkpoint_validation_metrics
@@ -74,7 +74,7 @@ def login_form(request: Request) -> Response:
     """The sign-in form (straight on to ``next`` when already signed in)."""
     target = _session.safe_next(request.query_params.get("next"))
     try:
-        authenticate(request)
+        authenticate_sync(request)
         return RedirectResponse(target, status_code=303)
     except APIError:
         pass

@@ -16,7 +16,7 @@ from starlette.responses import RedirectResponse, Response
 
 from determined.master import _auth
 from determined.master._api import _users
-from determined.master._api._deps import Principal, authenticate
+from determined.master._api._deps import Principal, authenticate_sync
 from determined.master._wire import APIError
 
 COOKIE = "auth"
@@ -43,7 +43,7 @@ def safe_next(value: str | None) -> str:
 def page_principal(request: Request) -> Principal:
     """The signed-in user of a page request; :class:`LoginRequired` when there is none."""
     try:
-        return authenticate(request)
+        return authenticate_sync(request)
     except APIError as e:
         if e.status == 401:
             target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
@@ -79,7 +79,7 @@ def set_session_cookie(request: Request, response: Response, token: str) -> None
 def sign_out(request: Request, response: Response) -> None:
     """Revoke the session of the request's cookie (if still valid) and drop the cookie."""
     try:
-        principal = authenticate(request)
+        principal = authenticate_sync(request)
     except APIError:
         principal = None
     if principal is not None and principal.session_id is not None:
