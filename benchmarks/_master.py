@@ -87,3 +87,15 @@ def wait_for(predicate: Any, timeout: float = 120, interval: float = 0.002) -> A
         if time.monotonic() > deadline:
             raise TimeoutError("benchmark condition not reached")
         time.sleep(interval)
+
+
+def wait_completed(session: Session, exp_id: int, timeout: float = 300) -> None:
+    """Wait until experiment ``exp_id`` is COMPLETED."""
+    wait_for(
+        lambda: (
+            session.request("GET", f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
+            == "STATE_COMPLETED"
+        ),
+        timeout=timeout,
+        interval=0.2,
+    )

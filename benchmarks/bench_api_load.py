@@ -35,7 +35,7 @@ import time
 from typing import Any
 
 import requests
-from _master import create_experiment, start_master_process, wait_for
+from _master import create_experiment, start_master_process, wait_completed, wait_for
 
 from determined.client import Session
 
@@ -253,14 +253,7 @@ def main() -> None:
         history = create_experiment(
             session, _config("history", 1, args.history_steps, 0, 0), context
         )
-        wait_for(
-            lambda: (
-                session.request("GET", f"/api/v1/experiments/{history}")["experiment"]["state"]
-                == "STATE_COMPLETED"
-            ),
-            timeout=300,
-            interval=0.2,
-        )
+        wait_completed(session, history, timeout=300)
         trial_id = session.request("GET", f"/api/v1/experiments/{history}/trials")["trials"][0][
             "id"
         ]

@@ -23,7 +23,7 @@ import tempfile
 import time
 from typing import Any
 
-from _master import create_experiment, start_master, wait_for
+from _master import create_experiment, start_master, wait_completed
 
 BASELINE = 50_000
 """det-master's young-generation threshold before this benchmark's change."""
@@ -65,14 +65,7 @@ def measure(threshold: int, requests: int, steps: int) -> dict[str, float]:
         context = pathlib.Path(tempfile.mkdtemp(prefix="det-bench-gc-"))
         (context / "train.py").write_text(TRAIN)
         exp = create_experiment(session, _config(steps), context)
-        wait_for(
-            lambda: (
-                session.request("GET", f"/api/v1/experiments/{exp}")["experiment"]["state"]
-                == "STATE_COMPLETED"
-            ),
-            timeout=300,
-            interval=0.2,
-        )
+        wait_completed(session, exp, timeout=300)
         trial = session.request("GET", f"/api/v1/experiments/{exp}/trials")["trials"][0]["id"]
         paths = [
             "/api/v1/experiments",

@@ -23,7 +23,7 @@ import tempfile
 import time
 from typing import Any
 
-from _master import create_experiment, start_master, wait_for
+from _master import create_experiment, start_master, wait_completed, wait_for
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -41,13 +41,7 @@ def _first_line_latency(session: Any, config: dict[str, Any], context: pathlib.P
 
     wait_for(first_line, timeout=120)
     latency = time.perf_counter() - start
-    wait_for(
-        lambda: (
-            session.request("GET", f"/api/v1/experiments/{exp}")["experiment"]["state"]
-            == "STATE_COMPLETED"
-        ),
-        timeout=120,
-    )
+    wait_completed(session, exp, timeout=120)
     return latency
 
 
