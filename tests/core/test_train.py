@@ -192,7 +192,8 @@ def test_tensorboard_manual_mode_keeps_the_local_directory(on_cluster: OnCluster
 
 
 def _recording_shipper(linger: float) -> tuple[_metrics.MetricsShipper, list[list[int]], Any]:
-    """A shipper whose sends record each batch's steps; the condition is notified on every send."""
+    """A shipper whose sends record each batch's steps (the condition is notified on every send),
+    after it sent a first report at step 1."""
     sent: list[list[int]] = []
     changed = threading.Condition()
 
@@ -203,6 +204,9 @@ def _recording_shipper(linger: float) -> tuple[_metrics.MetricsShipper, list[lis
 
     shipper = _metrics.MetricsShipper(send, linger=linger)
     shipper.start()
+    # One report sent: the linger starts now, so the next report is held.
+    shipper.report("training", {"loss": 1.0}, 1)
+    shipper.flush(timeout=30)
     return shipper, sent, changed
 
 
@@ -210,8 +214,6 @@ def test_frequent_reports_share_a_request_within_the_linger() -> None:
     """A report coming right after a send waits for the ones that follow it (one request for
     many, so a trial reporting every few milliseconds costs the master a request per linger)."""
     shipper, sent, _ = _recording_shipper(linger=600.0)
-    shipper.report("training", {"loss": 1.0}, 1)
-    shipper.flush(timeout=30)
     for step in range(2, 6):
         shipper.report("training", {"loss": 1.0}, step)
     assert sent == [[1]]  # held: the last send was less than the linger ago
@@ -223,8 +225,6 @@ def test_frequent_reports_share_a_request_within_the_linger() -> None:
 def test_a_validation_report_goes_at_once_with_what_waited() -> None:
     """The searcher acts on validation reports: one never waits for the linger."""
     shipper, sent, changed = _recording_shipper(linger=600.0)
-    shipper.report("training", {"loss": 1.0}, 1)
-    shipper.flush(timeout=30)
     shipper.report("training", {"loss": 1.0}, 2)
     shipper.report("validation", {"loss": 1.0}, 2)
     with changed:
@@ -235,8 +235,6 @@ def test_a_validation_report_goes_at_once_with_what_waited() -> None:
 
 def test_close_sends_what_waits_for_the_linger() -> None:
     shipper, sent, _ = _recording_shipper(linger=600.0)
-    shipper.report("training", {"loss": 1.0}, 1)
-    shipper.flush(timeout=30)
     shipper.report("training", {"loss": 1.0}, 2)
     began = time.monotonic()
     shipper.close()
