@@ -4,9 +4,8 @@ A route returns plain dicts and lists. Left to FastAPI, a route annotated ``-> d
 gets that annotation as its response model: the reply is validated against it on a worker thread
 (one more thread hop per request, for a model that accepts anything) before it is encoded.
 :class:`JSONRoute` wraps each endpoint so it returns the encoded :class:`Response` itself: no
-response model, no extra hop, and orjson instead of Python-level encoding (0.2-0.4 ms per small
-reply, growing with a list's length). What orjson cannot encode goes through FastAPI's
-``jsonable_encoder`` (sets, bytes, pydantic models). A route that sets ``response_model`` or
+response model, no validation, no extra hop; orjson encodes. What orjson cannot encode goes
+through FastAPI's ``jsonable_encoder`` (sets, bytes, pydantic models). A route that sets ``response_model`` or
 returns a :class:`Response` of its own keeps FastAPI's handling.
 """
 
