@@ -285,9 +285,10 @@ class Allocations:
         loop = self.loop
         if loop is None:
             return
-        for events in list(self._waiters.values()):
-            for event in list(events):
-                loop.call_soon_threadsafe(event.set)
+        with contextlib.suppress(RuntimeError):  # the loop already closed: no poll is pending
+            for events in list(self._waiters.values()):
+                for event in list(events):
+                    loop.call_soon_threadsafe(event.set)
 
     async def wait_preemption(self, allocation_id: str, timeout: float) -> bool:
         """Whether the allocation should stop, waiting up to ``timeout`` seconds for the signal."""
