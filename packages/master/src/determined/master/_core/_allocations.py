@@ -282,13 +282,9 @@ class Allocations:
         """The master is stopping: answer every pending preemption long-poll, and the ones that
         come from now on, at once."""
         self._long_polls_ended = True
-        loop = self.loop
-        if loop is None:
-            return
         with contextlib.suppress(RuntimeError):  # the loop already closed: no poll is pending
-            for events in list(self._waiters.values()):
-                for event in list(events):
-                    loop.call_soon_threadsafe(event.set)
+            for allocation_id in list(self._waiters):
+                self.wake(allocation_id)
 
     async def wait_preemption(self, allocation_id: str, timeout: float) -> bool:
         """Whether the allocation should stop, waiting up to ``timeout`` seconds for the signal."""
