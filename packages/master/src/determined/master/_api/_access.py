@@ -283,11 +283,7 @@ def on_trial_async(permission: Permission) -> Any:
     hop once its allocation is known."""
     from starlette.concurrency import run_in_threadpool
 
-    from determined.master._api._deps import authenticate_async
-
-    async def dep(
-        request: Request, trial_id: int, p: Principal = Depends(authenticate_async)
-    ) -> None:
+    async def dep(request: Request, trial_id: int, p: Principal = Depends(authenticate)) -> None:
         if p.allocation_id is not None:
             hit = _OWN._map.get(p.allocation_id)
             if hit is not None and hit[0] == trial_id:
@@ -431,10 +427,8 @@ def on_allocation(permission: Permission = P.UPDATE_EXPERIMENT) -> Any:
     """``Depends`` guarding the route's ``allocation_id`` (own allocation: no database hit)."""
     from starlette.concurrency import run_in_threadpool
 
-    from determined.master._api._deps import authenticate_async
-
     async def dep(
-        request: Request, allocation_id: str, p: Principal = Depends(authenticate_async)
+        request: Request, allocation_id: str, p: Principal = Depends(authenticate)
     ) -> None:
         if p.allocation_id == allocation_id:
             return

@@ -320,10 +320,6 @@ async def authenticate(request: Request) -> Principal:
     return cached
 
 
-authenticate_async = authenticate
-"""The same dependency (FastAPI runs it once per request whichever name a route uses)."""
-
-
 def _check_scope(request: Request, principal: Principal) -> None:
     """403 when an allocation token reaches beyond its own trial (``_alloc_scope``); runs on a
     worker thread (it may read the body through the event loop and the database)."""

@@ -14,7 +14,6 @@ from determined.master._api._access import P, on_run, on_trial, on_trial_async, 
 from determined.master._api._deps import (
     Principal,
     authenticate,
-    authenticate_async,
     experiments_of,
     int_param,
     json_body,
@@ -99,7 +98,7 @@ async def report_metrics(
     request: Request,
     trial_id: int,
     body: dict[str, Any] = Depends(json_body),
-    p: Principal = Depends(authenticate_async),
+    p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Store one metrics report: ``{group, metrics: {trialRunId, stepsCompleted, metrics}}``."""
     group = get(body, "group") or "training"
@@ -113,7 +112,7 @@ async def report_metrics_batch(
     request: Request,
     trial_id: int,
     body: dict[str, Any] = Depends(json_body),
-    p: Principal = Depends(authenticate_async),
+    p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """det's batch form: ``{reports: [{group, metrics}, ...]}`` stored in one transaction."""
     reports = body.get("reports")
@@ -131,7 +130,7 @@ async def report_training_metrics(
     request: Request,
     trial_id: int,
     body: dict[str, Any] = Depends(json_body),
-    p: Principal = Depends(authenticate_async),
+    p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Legacy form of a training report: the body is the ``TrialMetrics`` itself (upstream's
     bindings) or wrapped in ``training_metrics``."""
@@ -146,7 +145,7 @@ async def report_validation_metrics(
     request: Request,
     trial_id: int,
     body: dict[str, Any] = Depends(json_body),
-    p: Principal = Depends(authenticate_async),
+    p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
     """Legacy form of a validation report: the body is the ``TrialMetrics`` itself (upstream's
     bindings) or wrapped in ``validation_metrics``."""
