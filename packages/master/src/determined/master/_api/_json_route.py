@@ -5,8 +5,8 @@ gets that annotation as its response model: the reply is validated against it on
 (one more thread hop per request, for a model that accepts anything) before it is encoded.
 :class:`JSONRoute` wraps each endpoint so it returns the encoded :class:`Response` itself: no
 response model, no validation, no extra hop; orjson encodes. What orjson cannot encode goes
-through FastAPI's ``jsonable_encoder`` (sets, bytes, pydantic models). A route that sets ``response_model`` or
-returns a :class:`Response` of its own keeps FastAPI's handling.
+through FastAPI's ``jsonable_encoder`` (sets, bytes, pydantic models). A route that sets
+``response_model`` or returns a :class:`Response` of its own keeps FastAPI's handling.
 """
 
 from __future__ import annotations
@@ -26,15 +26,11 @@ from fastapi.routing import APIRoute
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_UTC_Z
 
 
-def _fallback(value: Any) -> Any:
-    return jsonable_encoder(value)
-
-
 def encode(content: Any, status_code: int) -> Response:
     """``content`` as a JSON reply (a :class:`Response` passes through)."""
     if isinstance(content, Response):
         return content
-    body = orjson.dumps(content, default=_fallback, option=_OPTIONS)
+    body = orjson.dumps(content, default=jsonable_encoder, option=_OPTIONS)
     return Response(body, status_code=status_code, media_type="application/json")
 
 
