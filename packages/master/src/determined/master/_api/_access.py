@@ -99,6 +99,8 @@ def own_trial(session: Session, p: Principal) -> tuple[int | None, int | None]:
     """(trial id, experiment id) of the caller's allocation token; (None, None) for users."""
     if p.allocation_id is None:
         return None, None
+    if p.trial_id is not None:  # resolved with the token (``_deps._resolve``): no query
+        return p.trial_id, p.experiment_id
     return _OWN.get(session, p.allocation_id)
 
 

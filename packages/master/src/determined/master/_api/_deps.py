@@ -15,7 +15,7 @@ from starlette.requests import HTTPConnection
 
 from determined.master import _auth
 from determined.master._wire import APIError, as_utc
-from determined.master.db import Allocation, Run, User, UserSession, utcnow
+from determined.master.db import Allocation, Experiment, Run, User, UserSession, utcnow
 
 if TYPE_CHECKING:
     from determined.master._api._metric_stream import StreamCache
@@ -368,29 +368,28 @@ def _resolve(request: Request) -> Principal:
                         principal = Principal(user, None, sess.id)
                         cache.put(digest, principal, expiry)
                         return principal
-            alloc = session.scalar(
-                select(Allocation).where(
-                    Allocation.token_hash == digest, Allocation.end_time.is_(None)
+            # A live trial allocation's token: the trial, its experiment and the experiment's
+            # owner (whose rights the trial acts with) in one SELECT.
+            found = session.execute(
+                select(Allocation.allocation_id, Allocation.task_id, Run.id, Experiment.id, User)
+                .join(Run, Run.id == Allocation.trial_id)
+                .join(Experiment, Experiment.id == Run.experiment_id)
+                .join(User, User.id == Experiment.owner_id)
+                .where(Allocation.token_hash == digest, Allocation.end_time.is_(None))
+            ).first()
+            if found is not None:
+                allocation_id, task_id, trial_id, experiment_id, user = found
+                session.expunge(user)
+                principal = Principal(
+                    user,
+                    allocation_id,
+                    None,
+                    trial_id=trial_id,
+                    experiment_id=experiment_id,
+                    task_id=task_id,
                 )
-            )
-            if alloc is not None and alloc.trial_id is not None:
-                run = session.get(Run, alloc.trial_id)
-                from determined.master.db import Experiment
-
-                exp = session.get(Experiment, run.experiment_id) if run else None
-                user = session.get(User, exp.owner_id) if exp else None
-                if user is not None:
-                    session.expunge(user)
-                    principal = Principal(
-                        user,
-                        alloc.allocation_id,
-                        None,
-                        trial_id=run.id if run else None,
-                        experiment_id=exp.id if exp else None,
-                        task_id=alloc.task_id,
-                    )
-                    cache.put(digest, principal, None)
-                    return principal
+                cache.put(digest, principal, None)
+                return principal
     raise APIError(401, "invalid or expired token; log in again")
 
 

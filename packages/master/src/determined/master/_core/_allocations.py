@@ -35,14 +35,21 @@ def trial_session_description(allocation_id: str) -> str:
     return f"trial allocation {allocation_id}"
 
 
-def revoke_trial_session(session: Session, allocation_id: str) -> None:
-    """Revoke the owner's session handed to an allocation's trial (``DET_USER_TOKEN``)."""
-    rows = session.scalars(
-        select(UserSession).where(
-            UserSession.description == trial_session_description(allocation_id),
-            UserSession.revoked_at.is_(None),
-        )
-    )
+def revoke_trial_session(session: Session, allocation_id: str, user_token: str = "") -> None:
+    """Revoke the owner's session handed to an allocation's trial (``DET_USER_TOKEN``).
+
+    With the token (a live allocation's), the row is found by its unique hash; without it (an
+    allocation found open after a restart) by its description, which no index covers: a scan of
+    every session ever made, once per trial exit, was the one per-trial cost that grew with the
+    number of trials run.
+    """
+    where = [
+        UserSession.description == trial_session_description(allocation_id),
+        UserSession.revoked_at.is_(None),
+    ]
+    if user_token:
+        where.append(UserSession.token_hash == _auth.token_hash(user_token))
+    rows = session.scalars(select(UserSession).where(*where))
     for row in rows:
         row.revoked_at = utcnow()  # an ORM write, so the authentication cache drops it at once
 
@@ -211,7 +218,7 @@ class Allocations:
             row.state = "TERMINATED"
             row.end_time = utcnow()
             row.exit_error = reason
-        revoke_trial_session(session, alloc.allocation_id)
+        revoke_trial_session(session, alloc.allocation_id, alloc.user_token)
         aid = alloc.allocation_id
         if alloc.assigned:
             self._transactions.effect(lambda: self._rm.release(aid))
@@ -252,7 +259,7 @@ class Allocations:
             row.end_time = utcnow()
             row.exit_code = exit_code
             row.exit_error = error
-        revoke_trial_session(session, allocation_id)
+        revoke_trial_session(session, allocation_id, alloc.user_token)
         return alloc
 
     # ------------------------------------------------------------------------------------------

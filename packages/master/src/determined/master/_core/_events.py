@@ -22,7 +22,7 @@ import traceback
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy import text
+from sqlalchemy import select, text, update
 from sqlalchemy.orm import Session, undefer
 
 from determined.master._core import _launch
@@ -194,9 +194,7 @@ class AllocationEvents:
                 return
             alloc.assigned = True
             with self._db.read() as session:
-                run = session.get(Run, alloc.trial_id)
-                exp = session.get(Experiment, alloc.experiment_id, options=[_WITH_CONTEXT])
-                user = session.get(User, exp.owner_id) if exp else None
+                run, exp, user = _trial_rows(session, alloc.trial_id)
                 latest = resume_point(session, run) if run else None
             if run is None or exp is None:
                 self._rm.release(aid)
@@ -234,9 +232,7 @@ class AllocationEvents:
         from determined.master.rm import LaunchSpec
 
         with self._db.write() as session:
-            row = session.get(Allocation, aid)
-            if row is not None:
-                row.state = "ASSIGNED"
+            _set_allocation(session, aid, state="ASSIGNED")
             for warning in warnings:
                 master_log(session, run.task_id, warning, "LOG_LEVEL_WARNING", aid)
             master_log(
@@ -303,11 +299,7 @@ class AllocationEvents:
             self.tasks.started(allocation_id, pid)
             return
         with self._db.write() as session:
-            row = session.get(Allocation, allocation_id)
-            if row is not None:
-                row.pid = pid
-                row.state = "RUNNING"
-                row.start_time = utcnow()
+            _set_allocation(session, allocation_id, pid=pid, state="RUNNING", start_time=utcnow())
 
     def _exited(self, allocation_id: str, exit_code: int | None, error: str | None) -> None:
         if self.tasks is not None and self.tasks.owns(allocation_id):
@@ -328,8 +320,7 @@ class AllocationEvents:
             alloc = self._allocations.mark_exited(session, allocation_id, exit_code, error)
             if alloc is None:
                 return
-            run = session.get(Run, alloc.trial_id)
-            exp = session.get(Experiment, alloc.experiment_id)
+            run, exp, _ = _trial_rows(session, alloc.trial_id, with_owner=False)
             if run is None or exp is None:
                 return
             if error:
@@ -350,6 +341,35 @@ class AllocationEvents:
                 allocation_id,
             )
             self._trial_exits.trial_exited(session, exp, run, alloc, failed)
+
+
+def _trial_rows(
+    session: Session, trial_id: int, *, with_owner: bool = True
+) -> tuple[Run | None, Experiment | None, User | None]:
+    """A trial's run, experiment (with its context when ``with_owner``, for the launch) and the
+    experiment's owner, in one SELECT: this is on every trial's launch and exit."""
+    if with_owner:
+        query = (
+            select(Run, Experiment, User)
+            .join(Experiment, Experiment.id == Run.experiment_id)
+            .outerjoin(User, User.id == Experiment.owner_id)
+            .options(_WITH_CONTEXT)
+        )
+    else:
+        query = select(Run, Experiment).join(Experiment, Experiment.id == Run.experiment_id)
+    row = session.execute(query.where(Run.id == trial_id)).first()
+    if row is None:
+        return None, None, None
+    return row[0], row[1], (row[2] if with_owner else None)
+
+
+def _set_allocation(session: Session, allocation_id: str, **values: Any) -> None:
+    """Set columns of an allocation row without loading it first (none of these columns is one
+    the authentication cache watches; see ``_deps.AuthCache``)."""
+    session.execute(
+        update(Allocation).where(Allocation.allocation_id == allocation_id).values(**values),
+        execution_options={"synchronize_session": False},
+    )
 
 
 def _log_new_runner(session: Session, task_id: str, aid: str, config: dict[str, Any]) -> None:

@@ -9,6 +9,7 @@ searcher: their trials get one operation of the full length.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from determined.master._core._allocations import Allocations
 from determined.master._core._experiments import get_trial
@@ -19,6 +20,8 @@ from determined.master._wire import TERMINAL_STATES, APIError
 from determined.master.db import Experiment, Run
 
 _LIVE_STATES = ("ACTIVE", "PAUSED")
+_ASK_SEARCHER = object()
+"""What :meth:`SearcherOperations._answer_without_searcher` returns when the searcher decides."""
 
 
 class SearcherOperations:
@@ -49,29 +52,56 @@ class SearcherOperations:
 
     def next_operation(self, trial_id: int, caller_allocation_id: str | None) -> int | None:
         """The length the trial should train to next; None once the searcher needs nothing more
-        from it (it was stopped, e.g. by ASHA, or completed every operation)."""
+        from it (it was stopped, e.g. by ASHA, or completed every operation).
+
+        Only a trial's first question changes the searcher (it marks the trial as one on the
+        operations protocol); every later one is answered in a read, without a write transaction.
+        """
+        with self._transactions.lock, self._transactions.db.read() as session:
+            run, exp = get_trial(session, trial_id)
+            answer = self._answer_without_searcher(run, exp, caller_allocation_id)
+            if answer is not _ASK_SEARCHER:
+                return answer
+            searcher = self._searchers.of(exp)
+            if run.request_id in searcher.op_lengths:
+                return self._ask(searcher, run.request_id)
         with self._transactions.txn() as session:
             run, exp = get_trial(session, trial_id)
-            self._check_caller(caller_allocation_id, run)
-            if (
-                run.state not in _LIVE_STATES
-                or exp.state not in _LIVE_STATES
-                or run.early_stopped_by_searcher
-            ):
-                return None
-            if self._searchers.is_continued(exp.id):
-                full = _full_length(exp)
-                with self._continued_lock:
-                    done = self._continued_done.get((run.id, run.run_id), 0)
-                return full if done < full else None
+            answer = self._answer_without_searcher(run, exp, caller_allocation_id)
+            if answer is not _ASK_SEARCHER:
+                return answer
             searcher = self._searchers.of(exp)
-            try:
-                length = searcher.next_operation(run.request_id)
-            except ValueError as e:
-                raise APIError(400, str(e)) from None
+            length = self._ask(searcher, run.request_id)
             # Persists that the trial uses operations.
             self._lifecycle.apply_actions(session, exp, [])
-            return int(length) if length is not None else None
+            return length
+
+    def _answer_without_searcher(
+        self, run: Run, exp: Experiment, caller_allocation_id: str | None
+    ) -> int | object | None:
+        """The answer when the searcher has no say (the trial or experiment is not live, or the
+        experiment was re-run by ``continue``); :data:`_ASK_SEARCHER` otherwise."""
+        self._check_caller(caller_allocation_id, run)
+        if (
+            run.state not in _LIVE_STATES
+            or exp.state not in _LIVE_STATES
+            or run.early_stopped_by_searcher
+        ):
+            return None
+        if self._searchers.is_continued(exp.id):
+            full = _full_length(exp)
+            with self._continued_lock:
+                done = self._continued_done.get((run.id, run.run_id), 0)
+            return full if done < full else None
+        return _ASK_SEARCHER
+
+    @staticmethod
+    def _ask(searcher: Any, request_id: str) -> int | None:
+        try:
+            length = searcher.next_operation(request_id)
+        except ValueError as e:
+            raise APIError(400, str(e)) from None
+        return int(length) if length is not None else None
 
     def operation_completed(
         self, trial_id: int, caller_allocation_id: str | None, length: int, metric: float

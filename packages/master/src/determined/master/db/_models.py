@@ -136,7 +136,7 @@ class Run(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     experiment_id: Mapped[int] = mapped_column(ForeignKey("experiments.id", ondelete="CASCADE"))
     request_id: Mapped[str] = mapped_column(String(64))
-    task_id: Mapped[str] = mapped_column(String(128))
+    task_id: Mapped[str] = mapped_column(String(128), index=True)
     state: Mapped[str] = mapped_column(String(32), default="ACTIVE")
     start_time: Mapped[datetime.datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     end_time: Mapped[datetime.datetime | None] = mapped_column(
@@ -238,8 +238,8 @@ class Allocation(Base):
     __tablename__ = "allocations"
     allocation_id: Mapped[str] = mapped_column(String(160), primary_key=True)
     task_id: Mapped[str] = mapped_column(String(128), index=True)
-    trial_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    state: Mapped[str] = mapped_column(String(32), default="PENDING")
+    trial_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    state: Mapped[str] = mapped_column(String(32), default="PENDING", index=True)
     slots: Mapped[int] = mapped_column(Integer, default=1)
     resource_pool: Mapped[str] = mapped_column(String(64), default="default")
     pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
