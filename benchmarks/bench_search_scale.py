@@ -213,6 +213,8 @@ def _instant_rm_plugin() -> Any:
             """CPU seconds the trial threads spent (HTTP client side), to subtract."""
             self._cpu_lock = threading.Lock()
             self._http = threading.local()
+            self.exited = 0
+            """Trials that ended (the progress the end-to-end run samples its CPU against)."""
 
         def _is_launched_locked(self, allocation_id: str) -> bool:
             return allocation_id in self._threads
@@ -255,6 +257,7 @@ def _instant_rm_plugin() -> Any:
                 code = 1
             with self._cpu_lock:
                 self.client_cpu += time.thread_time() - cpu0
+                self.exited += 1
             self._notify("allocation_exited", spec.allocation_id, code, None)
             done.set()
 
@@ -268,6 +271,20 @@ def _instant_rm_plugin() -> Any:
 
     module.det_resource_manager = det_resource_manager  # type: ignore[attr-defined]
     return module
+
+
+def _master_cpu_per_trial(
+    samples: list[tuple[int, float, float]], start: float, end: float
+) -> float:
+    """Master CPU seconds per trial (trial threads' CPU subtracted) between the samples where the
+    fractions ``start`` and ``end`` of the trials had ended: whether a trial late in a long search
+    costs the master more than an early one."""
+    total = samples[-1][0]
+    lo = next(s for s in samples if s[0] >= start * total)
+    hi = next(s for s in samples if s[0] >= end * total)
+    if hi[0] <= lo[0]:
+        return float("nan")
+    return ((hi[1] - lo[1]) - (hi[2] - lo[2])) / (hi[0] - lo[0])
 
 
 def end_to_end(db_url: str | None, trials: int, slots: int) -> dict[str, float]:
@@ -317,8 +334,11 @@ def end_to_end(db_url: str | None, trials: int, slots: int) -> dict[str, float]:
         )["experiment"]
         exp_id = int(exp["id"])
         states = master.manager.searcher_states
+        samples: list[tuple[int, float, float]] = []
+        """(trials ended, process CPU, trial threads' CPU) about every 0.2 s."""
         while True:
             state = api.request("GET", f"/api/v1/experiments/{exp_id}")["experiment"]["state"]
+            samples.append((master.rm.exited, time.process_time(), master.rm.client_cpu))
             if state in ("STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"):
                 break
             time.sleep(0.2)
@@ -333,6 +353,8 @@ def end_to_end(db_url: str | None, trials: int, slots: int) -> dict[str, float]:
             "compactions": states.compactions,
             "statements": statements[0],
             "commits": statements[1],
+            "first_fifth": _master_cpu_per_trial(samples, 0.0, 0.2),
+            "last_fifth": _master_cpu_per_trial(samples, 0.8, 1.0),
         }
     finally:
         event.remove(Engine, "before_cursor_execute", count_statement)
@@ -365,6 +387,38 @@ def databases(no_postgres: bool) -> list[tuple[str, Any, Any]]:
     return out
 
 
+def _persistence_figures(name: str, make_url: Any, drop: Any, trials: int, baseline: int) -> None:
+    """Print the event log's cost per decision against the whole snapshot's, on one database."""
+    url = make_url()
+    try:
+        new = persistence(url, trials, None)
+    finally:
+        drop(url)
+    url = make_url()
+    try:
+        old = persistence(url, baseline, 0)
+    finally:
+        drop(url)
+    us = new["spent"] / new["decisions"] * 1e6
+    tail = new["tail_spent"] / max(new["tail_decisions"], 1) * 1e6
+    print(f"== {name}: searcher persistence per decision")
+    print(
+        f"event log + compaction, {new['trials']} trials, {new['decisions']} decisions, "
+        f"{new['compactions']} compactions: {us:.1f} us/decision over the run, "
+        f"{tail:.1f} us/decision over the last 1,000 trials"
+    )
+    print(
+        f"baseline whole snapshot at {new['trials']} trials "
+        f"(state {new['state_bytes'] / 1e6:.1f} MB of JSON): "
+        f"{new['whole_snapshot'] * 1e6:.0f} us/decision; over a whole "
+        f"{old['trials']}-trial search: {old['spent'] / old['decisions'] * 1e6:.1f} us/decision"
+    )
+    print(
+        f"ratio at {new['trials']} trials, event log / whole snapshot: "
+        f"{tail / (new['whole_snapshot'] * 1e6):.4f}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--trials", type=int, default=10_000)
@@ -374,39 +428,16 @@ def main() -> int:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--postgres-only", action="store_true")
     parser.add_argument("--skip-e2e", action="store_true")
+    parser.add_argument(
+        "--skip-persistence", action="store_true", help="only the end-to-end run (--e2e-trials)"
+    )
     args = parser.parse_args()
 
     for name, make_url, drop in databases(args.no_postgres):
         if args.postgres_only and name != "PostgreSQL":
             continue
-        url = make_url()
-        try:
-            new = persistence(url, args.trials, None)
-        finally:
-            drop(url)
-        url = make_url()
-        try:
-            old = persistence(url, args.baseline_trials, 0)
-        finally:
-            drop(url)
-        us = new["spent"] / new["decisions"] * 1e6
-        tail = new["tail_spent"] / max(new["tail_decisions"], 1) * 1e6
-        print(f"== {name}: searcher persistence per decision")
-        print(
-            f"event log + compaction, {new['trials']} trials, {new['decisions']} decisions, "
-            f"{new['compactions']} compactions: {us:.1f} us/decision over the run, "
-            f"{tail:.1f} us/decision over the last 1,000 trials"
-        )
-        print(
-            f"baseline whole snapshot at {new['trials']} trials "
-            f"(state {new['state_bytes'] / 1e6:.1f} MB of JSON): "
-            f"{new['whole_snapshot'] * 1e6:.0f} us/decision; over a whole "
-            f"{old['trials']}-trial search: {old['spent'] / old['decisions'] * 1e6:.1f} us/decision"
-        )
-        print(
-            f"ratio at {new['trials']} trials, event log / whole snapshot: "
-            f"{tail / (new['whole_snapshot'] * 1e6):.4f}"
-        )
+        if not args.skip_persistence:
+            _persistence_figures(name, make_url, drop, args.trials, args.baseline_trials)
         if args.skip_e2e:
             continue
         url = make_url()
@@ -422,6 +453,12 @@ def main() -> int:
             f"trial threads' own CPU subtracted), {e2e['compactions']} compactions; "
             f"{e2e['statements'] / e2e['trials']:.1f} SQL statements and "
             f"{e2e['commits'] / e2e['trials']:.1f} commits per trial"
+        )
+        print(
+            f"master CPU per trial over the first fifth of the trials "
+            f"{e2e['first_fifth'] * 1e3:.2f} ms, over the last fifth "
+            f"{e2e['last_fifth'] * 1e3:.2f} ms (ratio last/first "
+            f"{e2e['last_fifth'] / e2e['first_fifth']:.2f}: 1.00 = no growth with trials run)"
         )
         print("anchor (not measured here): Ray Tune ~9 ms overhead per trial end to end")
     return 0
