@@ -343,39 +343,42 @@ def _best_trials(
     session: Session, rows: Sequence[Experiment]
 ) -> dict[int, tuple[int, float | None]]:
     """Each experiment's trial with the best searcher metric so far and that value (experiments
-    without a reported value are left out). Ties go to the lowest trial id."""
-    value = Run.searcher_metric_value
-    ranked = (
-        select(
-            Run.experiment_id,
-            Run.id,
-            value,
-            func.row_number()
-            .over(partition_by=Run.experiment_id, order_by=(value.asc(), Run.id))
-            .label("low"),
-            func.row_number()
-            .over(partition_by=Run.experiment_id, order_by=(value.desc(), Run.id))
-            .label("high"),
-        )
-        .where(Run.experiment_id.in_([row.id for row in rows]), value.is_not(None))
-        .subquery()
-    )
-    lowest: dict[int, tuple[int, float | None]] = {}
-    highest: dict[int, tuple[int, float | None]] = {}
-    for exp_id, run_id, metric, low, high in session.execute(
-        select(ranked).where((ranked.c.low == 1) | (ranked.c.high == 1))
-    ):
-        if low == 1:
-            lowest[exp_id] = (int(run_id), clean_float(metric))
-        if high == 1:
-            highest[exp_id] = (int(run_id), clean_float(metric))
-    out = {}
+    without a reported value are left out). Ties go to the lowest trial id.
+
+    At most three statements whatever the number of experiments and trials: the best trial of each
+    experiment, in its direction, is found through ``ix_runs_experiment_metric`` (a correlated
+    ``LIMIT 1``), not by ranking every trial of it, which a 10,000-trial search paid on every read."""
+    smaller_ids = []
+    larger_ids = []
     for row in rows:
         smaller = bool((row.config.get("searcher") or {}).get("smaller_is_better", True))
-        found = (lowest if smaller else highest).get(row.id)
-        if found is not None:
-            out[row.id] = found
-    return out
+        (smaller_ids if smaller else larger_ids).append(row.id)
+    value = Run.searcher_metric_value
+    best_ids: list[int] = []
+    for ids, order in ((smaller_ids, value.asc()), (larger_ids, value.desc())):
+        if not ids:
+            continue
+        best = (
+            select(Run.id)
+            .where(Run.experiment_id == Experiment.id, value.is_not(None))
+            .order_by(order, Run.id)
+            .limit(1)
+            .correlate(Experiment)
+            .scalar_subquery()
+        )
+        best_ids += [
+            run_id
+            for run_id in session.scalars(select(best).where(Experiment.id.in_(ids)))
+            if run_id is not None
+        ]
+    if not best_ids:
+        return {}
+    return {
+        exp_id: (int(run_id), clean_float(metric))
+        for run_id, exp_id, metric in session.execute(
+            select(Run.id, Run.experiment_id, value).where(Run.id.in_(best_ids))
+        )
+    }
 
 
 def job_summary(row: Experiment) -> dict[str, Any]:

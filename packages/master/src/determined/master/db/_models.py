@@ -167,6 +167,7 @@ class Run(Base):
     """The name of the last named log policy the trial's output matched (migration 0011)."""
     __table_args__ = (
         Index("ix_runs_experiment_request", "experiment_id", "request_id"),
+        Index("ix_runs_experiment_metric", "experiment_id", "searcher_metric_value", "id"),
         UniqueConstraint(
             "experiment_id", "external_trial_id", name="uq_runs_experiment_external_trial"
         ),
