@@ -14,7 +14,6 @@ Routes use the dependencies (``dependencies=[on_experiment(P.UPDATE_EXPERIMENT)]
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from fastapi import Depends, Request
@@ -68,40 +67,10 @@ def _view_of(permission: Permission) -> Permission:
     return permission
 
 
-class _OwnTrials:
-    """allocation id → (trial id, experiment id) of a trial's allocation token (never changes)."""
-
-    def __init__(self) -> None:
-        self._map: dict[str, tuple[int | None, int | None]] = {}
-        self._lock = threading.Lock()
-
-    def get(self, session: Session, allocation_id: str) -> tuple[int | None, int | None]:
-        hit = self._map.get(allocation_id)
-        if hit is not None:
-            return hit
-        trial_id = session.scalar(
-            select(Allocation.trial_id).where(Allocation.allocation_id == allocation_id)
-        )
-        exp_id = None
-        if trial_id is not None:
-            exp_id = session.scalar(select(Run.experiment_id).where(Run.id == trial_id))
-        with self._lock:
-            if len(self._map) > 10_000:
-                self._map.clear()
-            self._map[allocation_id] = (trial_id, exp_id)
-        return trial_id, exp_id
-
-
-_OWN = _OwnTrials()
-
-
-def own_trial(session: Session, p: Principal) -> tuple[int | None, int | None]:
-    """(trial id, experiment id) of the caller's allocation token; (None, None) for users."""
-    if p.allocation_id is None:
-        return None, None
-    if p.trial_id is not None:  # resolved with the token (``_deps._resolve``): no query
-        return p.trial_id, p.experiment_id
-    return _OWN.get(session, p.allocation_id)
+def own_trial(p: Principal) -> tuple[int | None, int | None]:
+    """(trial id, experiment id) of the caller's allocation token, resolved with the token
+    (``_deps._resolve``); (None, None) for users."""
+    return p.trial_id, p.experiment_id
 
 
 def guard(request: Request, p: Principal, permission: Permission, ws: int, what: str) -> None:
@@ -137,7 +106,7 @@ def require_experiment(
 ) -> None:
     """The guard for an experiment (a trial's token passes on its own experiment if ``own_ok``)."""
     with master_of(request).db.read() as session:
-        if own_ok and p.allocation_id is not None and own_trial(session, p)[1] == exp_id:
+        if own_ok and p.allocation_id is not None and own_trial(p)[1] == exp_id:
             return
         ws = experiment_workspace(request, session, exp_id)
     guard(request, p, permission, ws, f"experiment {exp_id}")
@@ -146,7 +115,7 @@ def require_experiment(
 def require_trial(request: Request, p: Principal, trial_id: int, permission: Permission) -> None:
     """The guard for a trial: its experiment's workspace (a trial's token passes on itself)."""
     with master_of(request).db.read() as session:
-        if p.allocation_id is not None and own_trial(session, p)[0] == trial_id:
+        if p.allocation_id is not None and own_trial(p)[0] == trial_id:
             return
         exp_id = session.scalar(select(Run.experiment_id).where(Run.id == trial_id))
         if exp_id is None:
@@ -187,7 +156,7 @@ def require_checkpoint(request: Request, p: Principal, uuid: str, permission: Pe
     checkpoints of its own experiment, e.g. to resume)."""
     with master_of(request).db.read() as session:
         if p.allocation_id is not None:
-            own_exp = own_trial(session, p)[1]
+            own_exp = own_trial(p)[1]
             if own_exp is not None and checkpoint_experiment(session, uuid) == own_exp:
                 return
         ws = checkpoint_workspace(request, session, uuid)
@@ -282,14 +251,12 @@ def on_trial(permission: Permission) -> Any:
 
 def on_trial_async(permission: Permission) -> Any:
     """:func:`on_trial` for hot ``async`` routes: a trial's token on its own trial costs no thread
-    hop once its allocation is known."""
+    hop (the principal carries its trial)."""
     from starlette.concurrency import run_in_threadpool
 
     async def dep(request: Request, trial_id: int, p: Principal = Depends(authenticate)) -> None:
-        if p.allocation_id is not None:
-            hit = _OWN._map.get(p.allocation_id)
-            if hit is not None and hit[0] == trial_id:
-                return
+        if p.allocation_id is not None and p.trial_id == trial_id:
+            return
         await run_in_threadpool(require_trial, request, p, trial_id, permission)
 
     return Depends(dep)
@@ -442,12 +409,7 @@ def on_allocation(permission: Permission = P.UPDATE_EXPERIMENT) -> Any:
 def require_log_tasks(request: Request, p: Principal, task_ids: set[str]) -> None:
     """The guard for shipping log lines to tasks: the caller's own allocation's task passes,
     others need UPDATE_NSC (a trial's task: UPDATE_EXPERIMENT on its experiment)."""
-    own_task = None
-    if p.allocation_id is not None:
-        with master_of(request).db.read() as session:
-            own_task = session.scalar(
-                select(Allocation.task_id).where(Allocation.allocation_id == p.allocation_id)
-            )
+    own_task = p.task_id if p.allocation_id is not None else None
     for task_id in task_ids:
         if task_id != own_task:
             require_task(request, p, task_id, P.UPDATE_NSC)
