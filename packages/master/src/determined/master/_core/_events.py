@@ -28,11 +28,13 @@ from sqlalchemy.orm import Session, undefer
 from determined.master._core import _launch
 from determined.master._core._allocations import Allocations, AllocState
 from determined.master._core._db_errors import unavailable
+from determined.master._core._experiments import get_trial
 from determined.master._core._port_waits import PortWaits
 from determined.master._core._proxy_ports import ProxyPorts, services_of
 from determined.master._core._task_logs import master_log, store_task_lines
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
+from determined.master._wire import APIError
 from determined.master.db import (
     Allocation,
     Experiment,
@@ -194,7 +196,7 @@ class AllocationEvents:
                 return
             alloc.assigned = True
             with self._db.read() as session:
-                run, exp, user = _trial_rows(session, alloc.trial_id)
+                run, exp, user = _launch_rows(session, alloc.trial_id)
                 latest = resume_point(session, run) if run else None
             if run is None or exp is None:
                 self._rm.release(aid)
@@ -320,9 +322,10 @@ class AllocationEvents:
             alloc = self._allocations.mark_exited(session, allocation_id, exit_code, error)
             if alloc is None:
                 return
-            run, exp, _ = _trial_rows(session, alloc.trial_id, with_owner=False)
-            if run is None or exp is None:
-                return
+            try:
+                run, exp = get_trial(session, alloc.trial_id)
+            except APIError:
+                return  # deleted with its experiment meanwhile
             if error:
                 message = f"Trial {run.id} (run {run.run_id}) failed to run: {error}"
             else:
@@ -343,24 +346,21 @@ class AllocationEvents:
             self._trial_exits.trial_exited(session, exp, run, alloc, failed)
 
 
-def _trial_rows(
-    session: Session, trial_id: int, *, with_owner: bool = True
+def _launch_rows(
+    session: Session, trial_id: int
 ) -> tuple[Run | None, Experiment | None, User | None]:
-    """A trial's run, experiment (with its context when ``with_owner``, for the launch) and the
-    experiment's owner, in one SELECT: this is on every trial's launch and exit."""
-    if with_owner:
-        query = (
-            select(Run, Experiment, User)
-            .join(Experiment, Experiment.id == Run.experiment_id)
-            .outerjoin(User, User.id == Experiment.owner_id)
-            .options(_WITH_CONTEXT)
-        )
-    else:
-        query = select(Run, Experiment).join(Experiment, Experiment.id == Run.experiment_id)
-    row = session.execute(query.where(Run.id == trial_id)).first()
+    """What a trial's launch reads: its run, its experiment with the context and the experiment's
+    owner, in one SELECT."""
+    row = session.execute(
+        select(Run, Experiment, User)
+        .join(Experiment, Experiment.id == Run.experiment_id)
+        .outerjoin(User, User.id == Experiment.owner_id)
+        .where(Run.id == trial_id)
+        .options(_WITH_CONTEXT)
+    ).first()
     if row is None:
         return None, None, None
-    return row[0], row[1], (row[2] if with_owner else None)
+    return row[0], row[1], row[2]
 
 
 def _set_allocation(session: Session, allocation_id: str, **values: Any) -> None:
