@@ -80,7 +80,7 @@ def test_small_requests_jump_ahead_but_never_reorder_a_trial(db_url: str) -> Non
         thread.start()
         threads.append(thread)
         deadline = time.monotonic() + 30
-        while len(writer._queue) < queued:  # wait for the request to be queued
+        while writer.pending() < queued:  # wait for the request to be queued
             assert time.monotonic() < deadline, "request not queued"
             time.sleep(0.001)
 
@@ -88,7 +88,7 @@ def test_small_requests_jump_ahead_but_never_reorder_a_trial(db_url: str) -> Non
         with gate:
             send(d, range(1, 2), 0)  # taken at once: the writer then waits on the gate
             deadline = time.monotonic() + 30
-            while writer._queue:
+            while writer.pending():
                 assert time.monotonic() < deadline
                 time.sleep(0.001)
             send(a, range(1, big + 1), 1)

@@ -60,7 +60,7 @@ from determined.master._core._groups import Groups
 from determined.master._core._labels import ExperimentLabels
 from determined.master._core._lifecycle import Lifecycle
 from determined.master._core._log_settings import LogSettings
-from determined.master._core._metrics_writer import MetricsWriter
+from determined.master._core._metrics_writer import POSTGRES_WRITER_LANES, MetricsWriter
 from determined.master._core._model_registry import ModelRegistry
 from determined.master._core._notebooks import Notebooks
 from determined.master._core._projects import Projects
@@ -152,8 +152,12 @@ class Manager:
         if self._metrics_writer is None:
             with self._metrics_writer_lock:
                 if self._metrics_writer is None:
+                    db = self.transactions.db
                     self._metrics_writer = MetricsWriter(
-                        self.transactions.txn, self.experiments.validations_stored
+                        self.transactions.txn,
+                        self.experiments.validations_stored,
+                        concurrent=db.concurrent_write,
+                        lanes=1 if db.is_sqlite else POSTGRES_WRITER_LANES,
                     )
         return self._metrics_writer
 

@@ -169,6 +169,7 @@ def ingest_many(
     smaller_is_better: bool,
     *,
     groups_seen: frozenset[str] | set[str] = frozenset(),
+    rows_out: list[MetricRow] | None = None,
 ) -> list[Metric | None]:
     """Store reports of ``run`` in the open transaction and update its summaries once.
 
@@ -178,8 +179,9 @@ def ingest_many(
     idempotent, so an empty ``groups_seen`` (e.g. after a master restart) is safe, only slower.
 
     Validation reports are inserted one by one (the trial keeps their ids as latest/best validation);
-    every other group is inserted with one multi-row INSERT. Returns, per report, the ORM row of a
-    validation report and ``None`` for the others.
+    every other group is inserted with one multi-row INSERT, or, with ``rows_out``, appended to it
+    for the caller to insert (``db._metric_inserts.insert_metric_rows``) before its commit. Returns,
+    per report, the ORM row of a validation report and ``None`` for the others.
     """
     if not reports:
         return []
@@ -250,7 +252,9 @@ def ingest_many(
             if better:
                 run.searcher_metric_value = value
                 run.best_validation_id = row.id
-    if bulk:
+    if rows_out is not None:
+        rows_out.extend(bulk)
+    elif bulk:
         _insert_rows(session, bulk)
     run.summary_metrics = summary
     run.total_batches = max(run.total_batches or 0, *(r.steps for r in reports))

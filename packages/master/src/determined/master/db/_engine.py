@@ -116,17 +116,25 @@ class Database:
 
     @contextlib.contextmanager
     def write(self) -> Iterator[Session]:
-        """A session committed at the end of the block (rolled back on an exception)."""
-        with self._write_lock:
-            session = self._sessions()
-            try:
-                yield session
-                session.commit()
-            except BaseException:
-                session.rollback()
-                raise
-            finally:
-                session.close()
+        """A session committed at the end of the block (rolled back on an exception), one block
+        of the process at a time."""
+        with self._write_lock, self.concurrent_write() as session:
+            yield session
+
+    @contextlib.contextmanager
+    def concurrent_write(self) -> Iterator[Session]:
+        """:meth:`write` without the process-wide write lock: for writers that order themselves
+        against the others through the database's row locks (PostgreSQL; on SQLite the file lock
+        would make such a writer wait for, or fail on, any other)."""
+        session = self._sessions()
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+        finally:
+            session.close()
 
     def close(self) -> None:
         """Dispose of every pooled connection."""

@@ -1,0 +1,241 @@
+"""The metrics writer's lanes on a real PostgreSQL: overlapping transactions that lose, duplicate and
+reorder nothing.
+
+No master: a real ``MetricsWriter`` with two lanes over a migrated database (the master's own
+``Database.write``/``concurrent_write``), one experiment and a few runs. An outside connection holds
+row locks to stop one lane's transaction at a known statement while the test watches the other.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import sqlalchemy
+from postgres_db import drop_database, postgres_url
+
+from determined.master._api._metric_reports import parse_reports
+from determined.master._core import _metric_series
+from determined.master._core._metrics_writer import MetricsWriter
+from determined.master.db import Database, Experiment, Metric, Run, User
+
+pytestmark = pytest.mark.postgres
+
+
+def _reports(trial: int, steps: range, group: str = "training", run_id: int = 1) -> list[Any]:
+    key = "validationMetrics" if group == "validation" else "avgMetrics"
+    return parse_reports(
+        [
+            (
+                group,
+                {
+                    "trialId": trial,
+                    "trialRunId": run_id,
+                    "stepsCompleted": s,
+                    "metrics": {key: {"loss": 1.0 / s}},
+                },
+            )
+            for s in steps
+        ]
+    )
+
+
+@pytest.fixture()
+def db() -> Iterator[Database]:
+    url = postgres_url()
+    database = Database(url)
+    database.migrate()
+    yield database
+    database.close()
+    drop_database(url)
+
+
+def _experiment(db: Database, trials: int) -> tuple[int, list[int]]:
+    with db.write() as session:
+        user = User(username="lanes-test")
+        session.add(user)
+        session.flush()
+        exp = Experiment(config={"searcher": {"metric": "loss"}}, owner_id=user.id)
+        session.add(exp)
+        session.flush()
+        runs = [
+            Run(experiment_id=exp.id, request_id=str(i), task_id=f"t{i}", run_id=1)
+            for i in range(trials)
+        ]
+        session.add_all(runs)
+        session.flush()
+        return exp.id, [run.id for run in runs]
+
+
+def _writer(db: Database, heard: list[tuple[int, int]] | None = None) -> MetricsWriter:
+    def on_validation(session: Any, run: Run, rows: list[Metric]) -> None:
+        if heard is not None:
+            heard.extend((run.id, row.total_batches) for row in rows)
+
+    return MetricsWriter(db.write, on_validation, concurrent=db.concurrent_write, lanes=2)
+
+
+def _rows(db: Database) -> list[tuple[int, int, int, bool]]:
+    """``(id, trial, steps, archived)`` of every stored report, by id."""
+    with db.engine.connect() as connection:
+        rows = connection.execute(
+            sqlalchemy.text("SELECT id, trial_id, total_batches, archived FROM metrics ORDER BY id")
+        ).all()
+    return [(int(i), int(t), int(s), bool(a)) for i, t, s, a in rows]
+
+
+def _in_thread(fn: Any, *args: Any) -> tuple[threading.Thread, list[BaseException]]:
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, errors
+
+
+def _blocked_backends(db: Database, holder: int) -> list[int]:
+    with db.engine.connect() as connection:
+        return [
+            int(p)
+            for (p,) in connection.execute(
+                sqlalchemy.text(
+                    "SELECT pid FROM pg_stat_activity WHERE :h = ANY(pg_blocking_pids(pid))"
+                ),
+                {"h": holder},
+            )
+        ]
+
+
+def _wait_until(condition: Any, what: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def test_one_lane_goes_on_while_another_waits_on_the_server(db: Database) -> None:
+    _, (a, b) = _experiment(db, 2)
+    assert a % 2 != b % 2  # consecutive ids: one trial per lane
+    writer = _writer(db)
+    try:
+        writer.write(a, _reports(a, range(1, 11)))  # a's tile state row exists now
+        with db.engine.connect() as holder:
+            holder_pid = holder.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar()
+            holder.execute(
+                sqlalchemy.text("SELECT 1 FROM metric_tile_series WHERE trial_id = :t FOR UPDATE"),
+                {"t": a},
+            )
+            thread, errors = _in_thread(writer.write, a, _reports(a, range(11, 21)))
+            _wait_until(lambda: _blocked_backends(db, holder_pid), "a's lane to wait on the lock")
+            # b's lane commits while a's transaction is stuck on the server.
+            other, other_errors = _in_thread(writer.write, b, _reports(b, range(1, 11)))
+            other.join(60)
+            assert not other.is_alive(), "b's reports waited behind a's stuck transaction"
+            assert not other_errors, other_errors
+            assert thread.is_alive()
+            assert [s for _, t, s, _ in _rows(db) if t == b] == list(range(1, 11))
+            holder.rollback()
+        thread.join(60)
+        assert not errors, errors
+    finally:
+        writer.close()
+    rows = _rows(db)
+    assert [s for _, t, s, _ in rows if t == a] == list(range(1, 21))
+    # a's second request took its ids after b's: ids are visible in the order they were taken.
+    assert max(i for i, t, _, _ in rows if t == b) < min(
+        i for i, t, s, _ in rows if t == a and s > 10
+    )
+
+
+def test_concurrent_trials_store_every_report_once_and_a_follower_by_id_misses_none(
+    db: Database,
+) -> None:
+    exp, trials = _experiment(db, 6)
+    writer = _writer(db)
+    requests = 12
+    done = threading.Event()
+    seen: set[int] = set()
+
+    def follow() -> None:
+        # What the experiment's metric streams do: read reports with ids above the newest seen.
+        after = 0
+        while True:
+            last = done.is_set()
+            with db.read() as session:
+                for report_id, *_ in _metric_series._new_reports(session, exp, "training", after):
+                    seen.add(report_id)
+                    after = max(after, report_id)
+            if last:
+                return
+
+    def report(trial: int) -> None:
+        for k in range(requests):
+            size = 300 if k % 3 == 0 else 7
+            start = 1 + sum(300 if j % 3 == 0 else 7 for j in range(k))
+            writer.write(trial, _reports(trial, range(start, start + size)))
+
+    follower, follow_errors = _in_thread(follow)
+    reporters = [_in_thread(report, trial) for trial in trials]
+    try:
+        for thread, errors in reporters:
+            thread.join(120)
+            assert not errors, errors
+    finally:
+        done.set()
+        follower.join(60)
+        writer.close()
+    assert not follow_errors, follow_errors
+    total = sum(300 if k % 3 == 0 else 7 for k in range(requests))
+    rows = _rows(db)
+    for trial in trials:
+        assert [s for _, t, s, _ in rows if t == trial] == list(range(1, total + 1))
+    assert seen == {i for i, *_ in rows}  # the follower skipped no row committed late
+    with db.read() as session:
+        for run in session.scalars(sqlalchemy.select(Run).where(Run.id.in_(trials))):
+            assert run.total_batches == total
+            assert run.summary_metrics["training"]["loss"]["count"] == total
+
+
+def test_validations_rollbacks_and_locked_runs_take_the_exclusive_transaction(
+    db: Database,
+) -> None:
+    _, (a, b, c) = _experiment(db, 3)
+    heard: list[tuple[int, int]] = []
+    writer = _writer(db, heard)
+    try:
+        writer.write(a, _reports(a, range(1, 21)))
+        writer.write(a, _reports(a, range(10, 11), "validation"))
+        assert heard == [(a, 10)]  # the searcher's callback heard it, in the transaction
+        # a restarts from a checkpoint at step 10: its first report of run 2 archives run 1's
+        # reports from step 11 on.
+        with db.write() as session:
+            session.get(Run, a).run_id = 2  # type: ignore[union-attr]
+        writer.write(a, _reports(a, range(11, 16), run_id=2))
+        writer.write(a, _reports(a, range(16, 18), run_id=2))
+        # b's run row is locked by another transaction: b's lane skips it (never waiting on a
+        # row lock while holding others), then stores it exclusively once the lock is gone.
+        with db.engine.connect() as holder:
+            holder_pid = holder.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar()
+            holder.execute(sqlalchemy.text("SELECT 1 FROM runs WHERE id = :r FOR UPDATE"), {"r": b})
+            thread, errors = _in_thread(writer.write, b, _reports(b, range(1, 6)))
+            _wait_until(lambda: _blocked_backends(db, holder_pid), "b's update to wait")
+            holder.rollback()
+        thread.join(60)
+        assert not errors, errors
+        writer.write(c, _reports(c, range(1, 4)))
+    finally:
+        writer.close()
+    rows = _rows(db)
+    live_a = [s for _, t, s, archived in rows if t == a and not archived]
+    assert live_a == [*range(1, 11), 10, *range(11, 18)]
+    assert [s for _, t, s, archived in rows if t == a and archived] == list(range(11, 21))
+    assert [s for _, t, s, _ in rows if t == b] == list(range(1, 6))
+    assert [s for _, t, s, _ in rows if t == c] == list(range(1, 4))
