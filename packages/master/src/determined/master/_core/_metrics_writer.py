@@ -43,7 +43,8 @@ MAX_REPORTS_PER_COMMIT = 2000
 how long a request that just arrived waits for the commit in progress."""
 POSTGRES_WRITER_LANES = 2
 """Metric writer lanes on PostgreSQL (SQLite has one writer: its file lock admits no other). Two
-measured nearly twice the rows per second of one on 2 cores; three, no more than two."""
+measured 1.3 times the rows per second of one on 2 cores (benchmarks/RESULTS.md); three, in an early
+trial, no more than two."""
 SMALL_REQUEST = 16
 """A request of at most this many reports joins the next transaction whatever its size: a trial
 reporting now and then is acknowledged within about one commit even while a hundred trials
