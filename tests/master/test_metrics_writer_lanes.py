@@ -78,11 +78,15 @@ def _writer(db: Database, heard: list[tuple[int, int]] | None = None) -> Metrics
     return MetricsWriter(db.write, on_validation, concurrent=db.concurrent_write, lanes=2)
 
 
-def _rows(db: Database) -> list[tuple[int, int, int, bool]]:
-    """``(id, trial, steps, archived)`` of every stored report, by id."""
+def _rows(db: Database, group: str = "") -> list[tuple[int, int, int, bool]]:
+    """``(id, trial, steps, archived)`` of every stored report (of ``group``), by id."""
+    where = "WHERE metric_group = :g" if group else ""
     with db.engine.connect() as connection:
         rows = connection.execute(
-            sqlalchemy.text("SELECT id, trial_id, total_batches, archived FROM metrics ORDER BY id")
+            sqlalchemy.text(
+                f"SELECT id, trial_id, total_batches, archived FROM metrics {where} ORDER BY id"
+            ),
+            {"g": group},
         ).all()
     return [(int(i), int(t), int(s), bool(a)) for i, t, s, a in rows]
 
@@ -181,6 +185,8 @@ def test_concurrent_trials_store_every_report_once_and_a_follower_by_id_misses_n
             size = 300 if k % 3 == 0 else 7
             start = 1 + sum(300 if j % 3 == 0 else 7 for j in range(k))
             writer.write(trial, _reports(trial, range(start, start + size)))
+            if k % 4 == 3:  # now and then a validation: that trial's transaction is exclusive
+                writer.write(trial, _reports(trial, range(start, start + 1), "validation"))
 
     follower, follow_errors = _in_thread(follow)
     reporters = [_in_thread(report, trial) for trial in trials]
@@ -195,9 +201,13 @@ def test_concurrent_trials_store_every_report_once_and_a_follower_by_id_misses_n
     assert not follow_errors, follow_errors
     total = sum(300 if k % 3 == 0 else 7 for k in range(requests))
     rows = _rows(db)
+    validations = {i for i, *_ in _rows(db, "validation")}
     for trial in trials:
-        assert [s for _, t, s, _ in rows if t == trial] == list(range(1, total + 1))
-    assert seen == {i for i, *_ in rows}  # the follower skipped no row committed late
+        assert [s for i, t, s, _ in rows if t == trial and i not in validations] == list(
+            range(1, total + 1)
+        )
+    assert len(validations) == len(trials) * (requests // 4)
+    assert seen == {i for i, *_ in rows} - validations  # the follower skipped no row
     with db.read() as session:
         for run in session.scalars(sqlalchemy.select(Run).where(Run.id.in_(trials))):
             assert run.total_batches == total

@@ -285,11 +285,13 @@ class MetricsWriter:
         if self._concurrent is None:
             self._commit(batch)
             return
-        if any(r.group == _VALIDATION for item in batch for r in item.reports):
-            rest = batch
-        else:
+        # A trial with validation reports is stored exclusively: the searcher hears them.
+        validating = {i.trial_id for i in batch if any(r.group == _VALIDATION for r in i.reports)}
+        rest = [item for item in batch if item.trial_id in validating]
+        others = [item for item in batch if item.trial_id not in validating]
+        if others:
             with self._gate.shared():
-                rest = self._commit_concurrently(batch)
+                rest.extend(self._commit_concurrently(others))
         if rest:
             with self._gate.exclusive():
                 self._commit(rest)
