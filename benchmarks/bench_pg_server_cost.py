@@ -36,7 +36,7 @@ import sqlalchemy
 from determined.master._api._metric_reports import parse_reports
 from determined.master._core import _metric_tiles
 from determined.master._core._metrics_writer import MetricsWriter
-from determined.master.db import Database, Experiment, Run, User
+from determined.master.db import Database
 from determined.master.db._metric_inserts import insert_metric_rows
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
@@ -66,25 +66,13 @@ def _backends(db: Database, name: str) -> list[int]:
 def _database() -> Iterator[tuple[Database, str, list[int]]]:
     """A fresh migrated database with one experiment of :data:`TRIALS` runs."""
     import postgres_db  # tests/postgres_db.py: starts the local server when it is not running
+    from db_rows import experiment_with_runs
 
     url = postgres_db.postgres_url()
     db = Database(url)
     try:
         db.migrate()
-        with db.write() as session:
-            user = User(username="bench")
-            session.add(user)
-            session.flush()
-            exp = Experiment(config={"searcher": {"metric": "loss"}}, owner_id=user.id)
-            session.add(exp)
-            session.flush()
-            runs = [
-                Run(experiment_id=exp.id, request_id=str(i), task_id=f"t{i}", run_id=1)
-                for i in range(TRIALS)
-            ]
-            session.add_all(runs)
-            session.flush()
-            ids = [run.id for run in runs]
+        _, ids = experiment_with_runs(db, TRIALS, username="bench")
         yield db, url.rsplit("/", 1)[1], ids
     finally:
         db.close()

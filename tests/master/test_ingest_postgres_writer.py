@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import sqlalchemy
+from db_rows import experiment_with_runs
 from sqlalchemy.orm import Session
 
 from determined.master._api._metric_reports import parse_reports
 from determined.master._core._metrics_writer import MAX_REPORTS_PER_COMMIT, MetricsWriter
-from determined.master.db import Database, Experiment, Run, User
+from determined.master.db import Database
 
 
 def _reports(trial: int, steps: range) -> list[Any]:
@@ -42,20 +43,7 @@ def _reports(trial: int, steps: range) -> list[Any]:
 def test_small_requests_jump_ahead_but_never_reorder_a_trial(db_url: str) -> None:
     db = Database(db_url)
     db.migrate()
-    with db.write() as session:
-        user = User(username="writer-test")
-        session.add(user)
-        session.flush()
-        exp = Experiment(config={"searcher": {"metric": "loss"}}, owner_id=user.id)
-        session.add(exp)
-        session.flush()
-        runs = [
-            Run(experiment_id=exp.id, request_id=str(i), task_id=f"t{i}", run_id=1)
-            for i in range(4)
-        ]
-        session.add_all(runs)
-        session.flush()
-        a, b, c, d = (run.id for run in runs)
+    _, (a, b, c, d) = experiment_with_runs(db, 4, username="writer-test")
 
     gate = threading.Lock()
 

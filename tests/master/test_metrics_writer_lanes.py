@@ -15,12 +15,13 @@ from typing import Any
 
 import pytest
 import sqlalchemy
+from db_rows import experiment_with_runs
 from postgres_db import drop_database, postgres_url
 
 from determined.master._api._metric_reports import parse_reports
 from determined.master._core import _metric_series
 from determined.master._core._metrics_writer import MetricsWriter
-from determined.master.db import Database, Experiment, Metric, Run, User
+from determined.master.db import Database, Metric, Run
 
 pytestmark = pytest.mark.postgres
 
@@ -51,23 +52,6 @@ def db() -> Iterator[Database]:
     yield database
     database.close()
     drop_database(url)
-
-
-def _experiment(db: Database, trials: int) -> tuple[int, list[int]]:
-    with db.write() as session:
-        user = User(username="lanes-test")
-        session.add(user)
-        session.flush()
-        exp = Experiment(config={"searcher": {"metric": "loss"}}, owner_id=user.id)
-        session.add(exp)
-        session.flush()
-        runs = [
-            Run(experiment_id=exp.id, request_id=str(i), task_id=f"t{i}", run_id=1)
-            for i in range(trials)
-        ]
-        session.add_all(runs)
-        session.flush()
-        return exp.id, [run.id for run in runs]
 
 
 def _writer(db: Database, heard: list[tuple[int, int]] | None = None) -> MetricsWriter:
@@ -126,7 +110,7 @@ def _wait_until(condition: Any, what: str, timeout: float = 60) -> None:
 
 
 def test_one_lane_goes_on_while_another_waits_on_the_server(db: Database) -> None:
-    _, (a, b) = _experiment(db, 2)
+    _, (a, b) = experiment_with_runs(db, 2)
     assert a % 2 != b % 2  # consecutive ids: one trial per lane
     writer = _writer(db)
     try:
@@ -162,7 +146,7 @@ def test_one_lane_goes_on_while_another_waits_on_the_server(db: Database) -> Non
 def test_concurrent_trials_store_every_report_once_and_a_follower_by_id_misses_none(
     db: Database,
 ) -> None:
-    exp, trials = _experiment(db, 6)
+    exp, trials = experiment_with_runs(db, 6)
     writer = _writer(db)
     requests = 12
     done = threading.Event()
@@ -217,7 +201,7 @@ def test_concurrent_trials_store_every_report_once_and_a_follower_by_id_misses_n
 def test_validations_rollbacks_and_locked_runs_take_the_exclusive_transaction(
     db: Database,
 ) -> None:
-    _, (a, b, c) = _experiment(db, 3)
+    _, (a, b, c) = experiment_with_runs(db, 3)
     heard: list[tuple[int, int]] = []
     writer = _writer(db, heard)
     try:
