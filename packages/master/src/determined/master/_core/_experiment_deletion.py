@@ -70,6 +70,10 @@ def delete_experiment(db: Database, experiment_id: int, requester: User) -> None
         logger.exception("master: deleting experiment %s's TensorBoard files failed", experiment_id)
     with db.write() as session:
         run_ids = select(Run.id).where(Run.experiment_id == experiment_id)
+        # The runs' rows before anything else: a metrics lane storing a late report (PostgreSQL)
+        # holds its run's row and then writes its tiles; taking the runs first orders this
+        # transaction after it instead of a deadlock between the tiles and the run.
+        session.execute(run_ids.order_by(Run.id).with_for_update())
         task_ids = select(Task.task_id).where(Task.trial_id.in_(run_ids))  # continues add tasks
         session.execute(delete(TaskLog).where(TaskLog.task_id.in_(task_ids)))
         session.execute(delete(Allocation).where(Allocation.task_id.in_(task_ids)))
