@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Page, expect
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from webui._site import SECRET, Site, login_token
 
 pytestmark = pytest.mark.e2e
@@ -205,6 +206,48 @@ def test_trial_page_tails_logs_live_and_charts_every_metric(
     page.fill("#log-text", "STEP 20 loss")
     expect(lines).to_have_count(1)
     expect(lines.first).to_contain_text("step 20 loss")
+
+
+
+def test_log_filter_shows_each_line_once_while_its_first_answer_is_slow(
+    signed_in: Page, site: Site
+) -> None:
+    """The filter's first request is held back while the live tail keeps ticking: a second
+    request with the same ``after`` must not go out beside it and append the same lines again
+    (a loaded machine showed "step 20 loss" twice)."""
+    page = signed_in
+    trial = site.api.wait_for(lambda: (site.trials("beta") or [{}])[0].get("id"), what="trial")
+    site.api.wait_for(
+        lambda: any("tick" in line for line in site.api.logs(trial)), what="the trial to hold"
+    )
+    page.goto(f"{site.url}/trials/{trial}")
+    lines = page.locator("#logs .line")
+    expect(page.locator("#logs")).to_contain_text("tick")
+    held: list[Any] = []
+
+    def hold_the_first_filtered(route: Any) -> None:
+        if "q=" in route.request.url and not held:
+            held.append(route)
+        else:
+            route.continue_()
+
+    page.route(re.compile(rf"/ui/api/trials/{trial}/logs\?"), hold_the_first_filtered)
+    with page.expect_request(lambda r: "q=" in r.url):
+        page.fill("#log-text", "STEP 20 loss")
+    # The tail ticks every second: give it three to send a second filtered request (it did, and
+    # appended, before each pull waited for the one in flight).
+    try:
+        page.wait_for_event("request", lambda r: "q=" in r.url, timeout=3_000)
+    except PlaywrightTimeout:
+        pass  # no second request while the first is in flight, as wanted
+    assert held, "the filter's request never reached the route"
+    # The tail's next pull goes out once the held answer has been handled.
+    with page.expect_request(lambda r: "q=" in r.url and "after=" in r.url):
+        with page.expect_response(lambda r: r.request == held[0].request):
+            held[0].continue_()
+    expect(lines).to_have_count(1)
+    ids = lines.evaluate_all("l => l.map(x => x.dataset.id)")
+    assert len(ids) == len(set(ids)) == 1, ids
 
 
 def test_compare_trials_of_two_experiments(

@@ -79,7 +79,15 @@ function appendLines(lines) {
   if (follow.checked && (atBottom || lines.length)) logBoxEl.scrollTop = logBoxEl.scrollHeight;
 }
 
-async function pullLogs() {
+// One logs request at a time: a filter change's pull and the tail's next tick, both in flight
+// with the same `after`, would each append the same lines.
+let pulling = Promise.resolve(true);
+function pullLogs() {
+  pulling = pulling.then(pullOnce, pullOnce);
+  return pulling;
+}
+
+async function pullOnce() {
   const mine = generation;
   const payload = await api(`/ui/api/trials/${data.trialId}/logs?${logQuery()}`);
   if (mine !== generation) return true;  // filters changed meanwhile
