@@ -298,25 +298,10 @@ class MetricsWriter:
 
     def _commit(self, batch: list[_Pending]) -> None:
         by_trial = _by_trial(batch)
-        seen_updates: list[tuple[set[str], set[str]]] = []
         with self._transaction() as session:
-            runs = {
-                run.id: run
-                for run in session.scalars(select(Run).where(Run.id.in_(list(by_trial))))
-            }
-            configs = _configs(session, runs)
-            for trial_id, items in by_trial.items():
-                run = runs.get(trial_id)
-                config = configs.get(run.experiment_id) if run is not None else None
-                if run is None or config is None:
-                    for item in items:
-                        item.error = APIError(404, f"trial {trial_id} not found")
-                    continue
-                seen_updates.extend(self._store_trial(session, run, config, items))
-            _metric_tiles.update_tiles(session, _stored(runs, by_trial))  # chart tiles (P2)
-        # Committed: the rollback check of these groups need not run again for these runs.
-        for seen, groups in seen_updates:
-            seen.update(groups)
+            runs = session.scalars(select(Run).where(Run.id.in_(list(by_trial))))
+            seen_updates, _ = self._store_runs(session, by_trial, {run.id: run for run in runs})
+        _mark_seen(seen_updates)
 
     def _commit_concurrently(self, batch: list[_Pending]) -> list[_Pending]:
         """Store in a concurrent transaction the trials that need nothing exclusive; returns the
@@ -327,9 +312,7 @@ class MetricsWriter:
         row lock while holding one, so it cannot deadlock with the lifecycle's transactions."""
         assert self._concurrent is not None
         by_trial = _by_trial(batch)
-        rest: list[_Pending] = []
         rows: list[MetricRow] = []
-        seen_updates: list[tuple[set[str], set[str]]] = []
         with self._concurrent() as session:
             locked = session.scalars(
                 select(Run)
@@ -337,33 +320,57 @@ class MetricsWriter:
                 .order_by(Run.id)
                 .with_for_update(skip_locked=True)
             )
-            runs = {run.id: run for run in locked}
-            configs = _configs(session, runs)
-            for trial_id, items in list(by_trial.items()):
-                run = runs.get(trial_id)
-                seen = self._groups_seen.get((trial_id, run.run_id)) if run is not None else None
-                groups = {r.group for item in items for r in item.reports}
-                if (
-                    run is None
-                    or run.experiment_id not in configs
-                    or (run.run_id > 1 and (seen is None or not groups <= seen))
-                ):
-                    # Not found (or locked), or a rollback to archive: exclusively.
-                    rest.extend(items)
-                    del by_trial[trial_id]
-                    runs.pop(trial_id, None)
-                    continue
-                seen_updates.extend(
-                    self._store_trial(session, run, configs[run.experiment_id], items, rows)
-                )
-            _metric_tiles.update_tiles(session, _stored(runs, by_trial))
+            seen_updates, rest = self._store_runs(
+                session, by_trial, {run.id: run for run in locked}, rows
+            )
             session.flush()
             with self._ordered:
                 insert_metric_rows(session.connection(), rows)
                 session.commit()
-        for seen, groups in seen_updates:
-            seen.update(groups)
+        _mark_seen(seen_updates)
         return rest
+
+    def _store_runs(
+        self,
+        session: Session,
+        by_trial: dict[int, list[_Pending]],
+        runs: dict[int, Run],
+        rows_out: list[MetricRow] | None = None,
+    ) -> tuple[list[tuple[set[str], set[str]]], list[_Pending]]:
+        """Store each trial's requests in ``session`` (metric rows, summaries, chart tiles).
+
+        ``rows_out`` is None in an exclusive transaction: rows are inserted as they come, and a
+        trial whose run is missing fails its requests with a 404. In a concurrent one it collects
+        the rows to insert in id order, and a trial that needs the exclusive path (run missing or
+        locked, or a rollback to archive) is left out and its requests returned. Returns the
+        rollback-check groups to mark seen once committed, and those requests."""
+        configs = _configs(session, runs)
+        seen_updates: list[tuple[set[str], set[str]]] = []
+        rest: list[_Pending] = []
+        stored: dict[int, list[_Pending]] = {}
+        for trial_id, items in by_trial.items():
+            run = runs.get(trial_id)
+            config = configs.get(run.experiment_id) if run is not None else None
+            if rows_out is not None and (
+                run is None or config is None or self._needs_rollback_check(run, items)
+            ):
+                rest.extend(items)
+                continue
+            if run is None or config is None:
+                for item in items:
+                    item.error = APIError(404, f"trial {trial_id} not found")
+                continue
+            stored[trial_id] = items
+            seen_updates.extend(self._store_trial(session, run, config, items, rows_out))
+        _metric_tiles.update_tiles(session, _stored(runs, stored))  # chart tiles (P2)
+        return seen_updates, rest
+
+    def _needs_rollback_check(self, run: Run, items: list[_Pending]) -> bool:
+        """Whether a restarted run reports a group whose rollback check has not run yet."""
+        if run.run_id <= 1:
+            return False
+        seen = self._groups_seen.get((run.id, run.run_id))
+        return seen is None or not {r.group for item in items for r in item.reports} <= seen
 
     def _store_trial(
         self,
@@ -431,6 +438,12 @@ def _small_ahead(queue: collections.deque[_Pending]) -> bool:
         elif item.trial_id not in large:
             return True
     return False
+
+
+def _mark_seen(updates: list[tuple[set[str], set[str]]]) -> None:
+    """After a commit: the rollback check of these groups need not run again for these runs."""
+    for seen, groups in updates:
+        seen.update(groups)
 
 
 def _stored(
