@@ -208,7 +208,6 @@ def test_trial_page_tails_logs_live_and_charts_every_metric(
     expect(lines.first).to_contain_text("step 20 loss")
 
 
-
 def test_log_filter_shows_each_line_once_while_its_first_answer_is_slow(
     signed_in: Page, site: Site
 ) -> None:
@@ -242,9 +241,11 @@ def test_log_filter_shows_each_line_once_while_its_first_answer_is_slow(
         pass  # no second request while the first is in flight, as wanted
     assert held, "the filter's request never reached the route"
     # The tail's next pull goes out once the held answer has been handled.
-    with page.expect_request(lambda r: "q=" in r.url and "after=" in r.url):
-        with page.expect_response(lambda r: r.request == held[0].request):
-            held[0].continue_()
+    with (
+        page.expect_request(lambda r: "q=" in r.url and "after=" in r.url),
+        page.expect_response(lambda r: r.request == held[0].request),
+    ):
+        held[0].continue_()
     expect(lines).to_have_count(1)
     ids = lines.evaluate_all("l => l.map(x => x.dataset.id)")
     assert len(ids) == len(set(ids)) == 1, ids
