@@ -141,14 +141,22 @@ def copy_alone(with_fk: bool, commits: int = 30) -> float:
     now = datetime.datetime.now(datetime.timezone.utc)
     values = {"avg_metrics": {"loss": 0.5, "acc": 0.9, "lr": 0.01}, "batch_metrics": []}
     with _database() as (db, _, ids), db.engine.connect() as connection:
-        if not with_fk:
-            fk = connection.execute(
-                sqlalchemy.text(
-                    "SELECT conname FROM pg_constraint "
-                    "WHERE conrelid = 'metrics'::regclass AND contype = 'f'"
-                )
-            ).scalar()
+        fk = connection.execute(
+            sqlalchemy.text(
+                "SELECT conname FROM pg_constraint "
+                "WHERE conrelid = 'metrics'::regclass AND contype = 'f'"
+            )
+        ).scalar()
+        # Since migration 0015 the schema has none; older trees have ``metrics_trial_id_fkey``.
+        if fk and not with_fk:
             connection.execute(sqlalchemy.text(f"ALTER TABLE metrics DROP CONSTRAINT {fk}"))
+        elif not fk and with_fk:
+            connection.execute(
+                sqlalchemy.text(
+                    "ALTER TABLE metrics ADD FOREIGN KEY (trial_id) REFERENCES runs (id) "
+                    "ON DELETE CASCADE"
+                )
+            )
         pid = int(connection.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar_one())
         connection.commit()
         start = _cpu(pid)

@@ -20,8 +20,10 @@ from postgres_db import drop_database, postgres_url
 
 from determined.master._api._metric_reports import parse_reports
 from determined.master._core import _metric_series
+from determined.master._core._experiment_deletion import delete_experiment
 from determined.master._core._metrics_writer import MetricsWriter
-from determined.master.db import Database, Metric, Run
+from determined.master._wire import APIError
+from determined.master.db import Database, Experiment, Metric, Run, User
 
 pytestmark = pytest.mark.postgres
 
@@ -233,3 +235,39 @@ def test_validations_rollbacks_and_locked_runs_take_the_exclusive_transaction(
     assert [s for _, t, s, archived in rows if t == a and archived] == list(range(11, 21))
     assert [s for _, t, s, _ in rows if t == b] == list(range(1, 6))
     assert [s for _, t, s, _ in rows if t == c] == list(range(1, 4))
+
+
+def test_metric_rows_hold_no_foreign_key_and_still_never_outlive_their_run(db: Database) -> None:
+    """Migration 0015 drops the metrics -> runs foreign key on PostgreSQL (half of COPY's cost): a
+    report for a missing trial is still refused with nothing stored, and deleting the experiment
+    still removes its rows."""
+    with db.engine.connect() as connection:
+        keys = connection.execute(
+            sqlalchemy.text(
+                "SELECT conname FROM pg_constraint WHERE contype = 'f' "
+                "AND conrelid = 'metrics'::regclass"
+            )
+        ).all()
+    assert keys == []
+    exp, (a, b) = experiment_with_runs(db, 2)
+    writer = _writer(db)
+    try:
+        writer.write(a, _reports(a, range(1, 6)))
+        writer.write(b, _reports(b, range(1, 4)))
+        with pytest.raises(APIError) as missing:
+            writer.write(b + 1000, _reports(b + 1000, range(1, 3)))
+        assert missing.value.status == 404
+        assert [t for _, t, _, _ in _rows(db)] == [a] * 5 + [b] * 3
+    finally:
+        writer.close()
+    with db.write() as session:
+        session.execute(sqlalchemy.update(Experiment).values(state="COMPLETED"))
+        admin = User(username="deleter", admin=True)
+        session.add(admin)
+        session.flush()
+        requester = User(id=admin.id, username="deleter", admin=True)  # outlives the session
+    delete_experiment(db, exp, requester)
+    assert _rows(db) == []
+    with db.engine.connect() as connection:
+        tiles = connection.execute(sqlalchemy.text("SELECT count(*) FROM metric_tiles")).scalar()
+    assert tiles == 0

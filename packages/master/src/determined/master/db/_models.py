@@ -182,6 +182,7 @@ class Metric(Base):
     id: Mapped[int] = mapped_column(
         BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
     )
+    # The foreign key exists on SQLite only: migration 0015 drops it on PostgreSQL (per-row cost).
     trial_id: Mapped[int] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     trial_run_id: Mapped[int] = mapped_column(Integer)
     group: Mapped[str] = mapped_column("metric_group", String(255))
