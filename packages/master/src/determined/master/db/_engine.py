@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import pathlib
+import sqlite3
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -74,6 +75,9 @@ class Database:
             )
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         self._write_lock = threading.RLock()
+        # SQLite: a writer queued behind others that each wait out the busy timeout on a file
+        # another process locked would wait their sum; it waits for them at most that timeout too.
+        self._write_lock_wait_s = busy_timeout_s if self.is_sqlite else -1.0
 
     def migrate(self) -> None:
         """Bring the schema to the newest Alembic revision (``alembic upgrade head``)."""
@@ -117,9 +121,19 @@ class Database:
     @contextlib.contextmanager
     def write(self) -> Iterator[Session]:
         """A session committed at the end of the block (rolled back on an exception), one block
-        of the process at a time."""
-        with self._write_lock, self.concurrent_write() as session:
-            yield session
+        of the process at a time.
+
+        On SQLite a block that cannot start within the busy timeout (the writers before it are
+        waiting for a file another process locked) raises the ``database is locked`` error SQLite
+        itself would, which the API answers with a 503: so a write is refused after at most twice
+        the busy timeout, however many writers queue."""
+        if not self._write_lock.acquire(timeout=self._write_lock_wait_s):
+            raise _locked(self._write_lock_wait_s)
+        try:
+            with self.concurrent_write() as session:
+                yield session
+        finally:
+            self._write_lock.release()
 
     @contextlib.contextmanager
     def concurrent_write(self) -> Iterator[Session]:
@@ -139,6 +153,15 @@ class Database:
     def close(self) -> None:
         """Dispose of every pooled connection."""
         self.engine.dispose()
+
+
+def _locked(waited_s: float) -> sqlalchemy.exc.OperationalError:
+    """The error of a write that waited ``waited_s`` for this master's earlier writers, shaped
+    like SQLite's own ``database is locked`` so every handler of that treats it the same."""
+    cause = sqlite3.OperationalError(
+        f"database is locked (this master's earlier writes held it for {waited_s:g} s)"
+    )
+    return sqlalchemy.exc.OperationalError("BEGIN", None, cause)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any, busy_timeout_ms: int = 30000) -> None:
