@@ -24,29 +24,24 @@ $(STAMP): requirements/main.txt requirements/constraints.txt $(PACKAGE_FILES)
 		$(foreach p,$(PACKAGES),-e $(p))
 	touch $(STAMP)
 
-# Headless Chromium for the web UI's browser tests (tests/webui): Debian's packages, once per venv.
-# Playwright drives /usr/bin/chromium; `playwright install` (a download) is never needed.
-BROWSER_STAMP := $(VENV)/.det-chromium
-install: $(BROWSER_STAMP)
-$(BROWSER_STAMP):
-	@if [ ! -x /usr/bin/chromium ]; then \
-		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q chromium chromium-driver; \
-	fi
-	mkdir -p $(VENV) && touch $(BROWSER_STAMP)
-
-# A real single-host Slurm for the slurm resource manager's tests (tests/slurm): Debian's packages, once
-# per venv. The tests configure and start their own munged/slurmctld/slurmd in a temporary directory.
-SLURM_STAMP := $(VENV)/.det-slurm
-install: $(SLURM_STAMP)
-$(SLURM_STAMP):
-	@if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ] || \
-		[ ! -x /usr/bin/sbatch ]; then \
+# Debian packages, once per venv, in one apt-get call (two at once would fight over dpkg's lock):
+# headless Chromium for the web UI's browser tests (tests/webui; Playwright drives /usr/bin/chromium,
+# `playwright install`, a download, is never needed) and a real single-host Slurm for the slurm
+# resource manager's tests (tests/slurm; they configure and start their own munged/slurmctld/slurmd
+# in a temporary directory).
+SYSTEM_STAMP := $(VENV)/.det-system
+install: $(SYSTEM_STAMP)
+$(SYSTEM_STAMP):
+	@missing=; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium chromium-driver"; \
+	if [ ! -x /usr/sbin/slurmctld ] || [ ! -x /usr/sbin/slurmd ] || [ ! -x /usr/sbin/munged ] || \
+		[ ! -x /usr/bin/sbatch ]; then missing="$$missing slurmctld slurmd slurm-client munge"; fi; \
+	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
 		$$SUDO apt-get update -q && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-			--no-install-recommends slurmctld slurmd slurm-client munge; \
+			--no-install-recommends $$missing; \
 	fi
-	mkdir -p $(VENV) && touch $(SLURM_STAMP)
+	mkdir -p $(VENV) && touch $(SYSTEM_STAMP)
 
 # The legacy venv (ENV.md): TensorFlow 2.15 with tf.keras (Keras 2) and tf.estimator, which
 # TensorFlow >= 2.16 dropped. `make test` runs the tests that need it (tests/keras/legacy) through it.
@@ -69,10 +64,18 @@ $(LEGACY_STAMP): Makefile $(foreach p,$(LEGACY_PACKAGES),$(p)/pyproject.toml)
 		$(foreach p,$(LEGACY_PACKAGES),-e $(p))
 	touch $(LEGACY_STAMP)
 
-test: install
-	$(BIN)/python -m pytest -n $(WORKERS) -q
+# The install steps (.venv, the legacy venv, Debian packages) are independent and mostly unpack
+# archives on one core each: `make test` and `make demo` run them side by side.
+INSTALL_JOBS ?= 3
 
-demo: install
+# Bytecode is written during the run (PYTHONDONTWRITEBYTECODE, which some images set, unset): every
+# master, CLI call and trial would otherwise compile det's own modules again (~0.4 s a master).
+test:
+	$(MAKE) --no-print-directory -j$(INSTALL_JOBS) install
+	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -n $(WORKERS) -q
+
+demo:
+	$(MAKE) --no-print-directory -j$(INSTALL_JOBS) install
 	$(BIN)/python examples/demo.py
 
 lint: install

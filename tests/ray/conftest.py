@@ -1,9 +1,15 @@
-"""Fixtures for the Ray resource manager: one two-node Ray cluster per test module, on 127.0.0.1.
+"""Fixtures for the Ray resource manager: one two-node Ray cluster on 127.0.0.1, shared by every
+test that asks for it.
 
-The cluster is heavy (a GCS, two raylets, their workers), so a module starts one (``ray_cluster``)
-and every test of it shares it; each test gets its own master on the ``ray`` resource manager
-(``ray_master``). Ray's files go to a short temporary directory (its unix socket paths must stay
-under the kernel's length limit) and every Ray process binds 127.0.0.1.
+The cluster is heavy (a GCS, two raylets, their workers; 30 s to start on a loaded 2-core machine),
+so a test process starts it when its first test needs it and shuts it down as soon as the next test
+it runs does not (``pytest_runtest_teardown``): tests that follow each other share one cluster
+whatever module they are in, and it does not idle beside the rest of the suite. (Grouping them onto
+one xdist worker would save more starts, but ``--dist loadgroup`` of pytest-xdist 3.8 does nothing
+under pytest 9: it renames ``item._nodeid``, which pytest 9 no longer reads.) Each test gets its
+own master on the ``ray`` resource manager (``ray_master``). Ray's files go to a short temporary
+directory (its unix socket paths must stay under the kernel's length limit) and every Ray process
+binds 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import pathlib
 import shutil
 import signal
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,55 +76,99 @@ def _kill_processes_using(directory: str) -> None:
             continue
 
 
-@pytest.fixture(scope="module")
-def ray_cluster() -> Iterator[RayCluster]:
-    ray = pytest.importorskip("ray")
+def _start_cluster(temp: str) -> tuple[Any, Any]:
+    """A head node and a worker node, retried when Ray's node start-up times out."""
     from ray.cluster_utils import Cluster
 
-    temp = tempfile.mkdtemp(prefix="det-ray-")
-    saved = {"RAY_TMPDIR": os.environ.get("RAY_TMPDIR")}
-    os.environ["RAY_TMPDIR"] = temp  # Cluster writes its address file under $RAY_TMPDIR/ray
-    os.makedirs(os.path.join(temp, "ray"), exist_ok=True)
-    cluster = None
-    try:
-        for attempt in range(STARTS):
-            try:
-                cluster = Cluster(
-                    initialize_head=True,
-                    head_node_args={
-                        "num_cpus": NODE_CPUS,
-                        "resources": {POOL_RESOURCE: NODE_CPUS},
-                        "node_ip_address": "127.0.0.1",
-                        "temp_dir": os.path.join(temp, "ray"),
-                        "include_dashboard": False,
-                        "_system_config": HEALTH,
-                    },
-                )
-                worker = cluster.add_node(num_cpus=NODE_CPUS, node_ip_address="127.0.0.1")
-                cluster.wait_for_nodes()
-                break
-            except Exception as exc:
-                # Ray gives a raylet a fixed 30 s to register ("The current node timed out during
-                # startup"); on a loaded 2-core machine a whole module's tests failed on that once.
-                if cluster is not None:
-                    cluster.shutdown()
-                    cluster = None
-                _kill_processes_using(temp)  # what a failed head start left running
-                if attempt + 1 == STARTS or "timed out during startup" not in str(exc):
-                    raise
-        ray.init(address=cluster.address, namespace="det-tests", log_to_driver=False)
-        yield RayCluster(cluster.address, cluster, worker)
-    finally:
+    for attempt in range(STARTS):
+        cluster = None
+        try:
+            cluster = Cluster(
+                initialize_head=True,
+                head_node_args={
+                    "num_cpus": NODE_CPUS,
+                    "resources": {POOL_RESOURCE: NODE_CPUS},
+                    "node_ip_address": "127.0.0.1",
+                    "temp_dir": os.path.join(temp, "ray"),
+                    "include_dashboard": False,
+                    "_system_config": HEALTH,
+                },
+            )
+            worker = cluster.add_node(num_cpus=NODE_CPUS, node_ip_address="127.0.0.1")
+            cluster.wait_for_nodes()
+            return cluster, worker
+        except Exception as exc:
+            # Ray gives a raylet a fixed 30 s to register ("The current node timed out during
+            # startup"); on a loaded 2-core machine a whole module's tests failed on that once.
+            if cluster is not None:
+                cluster.shutdown()
+            _kill_processes_using(temp)  # what a failed head start left running
+            if attempt + 1 == STARTS or "timed out during startup" not in str(exc):
+                raise
+    raise AssertionError("unreachable")
+
+
+class _SharedCluster:
+    """The one cluster of this test process: started on first use, shut down by :meth:`close`."""
+
+    def __init__(self) -> None:
+        self.running: RayCluster | None = None
+        self._temp = ""
+        self._saved_tmpdir: str | None = None
+
+    def get(self) -> RayCluster:
+        if self.running is not None:
+            return self.running
+        ray = pytest.importorskip("ray")
+        self._temp = tempfile.mkdtemp(prefix="det-ray-")
+        self._saved_tmpdir = os.environ.get("RAY_TMPDIR")
+        os.environ["RAY_TMPDIR"] = self._temp  # Cluster writes its address file under it
+        os.makedirs(os.path.join(self._temp, "ray"), exist_ok=True)
+        try:
+            cluster, worker = _start_cluster(self._temp)
+            self.running = RayCluster(cluster.address, cluster, worker)
+            ray.init(address=cluster.address, namespace="det-tests", log_to_driver=False)
+        except BaseException:
+            self.close()
+            raise
+        return self.running
+
+    def close(self) -> None:
+        if not self._temp:
+            return
+        import ray
+
         if ray.is_initialized():
             ray.shutdown()
-        if cluster is not None:
-            cluster.shutdown()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        shutil.rmtree(temp, ignore_errors=True)
+        if self.running is not None:
+            self.running.cluster.shutdown()
+            self.running = None
+        if self._saved_tmpdir is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = self._saved_tmpdir
+        shutil.rmtree(self._temp, ignore_errors=True)
+        self._temp = ""
+
+
+_SHARED = _SharedCluster()
+
+
+def _uses_cluster(item: pytest.Item | None) -> bool:
+    return item is not None and "ray_cluster" in getattr(item, "fixturenames", ())
+
+
+@pytest.hookimpl(trylast=True)  # after the test's own fixtures (its master) are torn down
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """Shut the cluster down once the next test (if any) does not use it."""
+    if _uses_cluster(item) and not _uses_cluster(nextitem):
+        _SHARED.close()
+
+
+@pytest.fixture
+def ray_cluster() -> RayCluster:
+    """The shared two-node cluster (started by the first test that asks for it)."""
+    return _SHARED.get()
 
 
 @pytest.fixture

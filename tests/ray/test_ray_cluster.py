@@ -1,8 +1,9 @@
 """det-master on the Ray resource manager, against a real two-node Ray cluster on 127.0.0.1.
 
-One cluster for the whole module (``ray_cluster``: two nodes of 2 CPUs, so 4 CPU slots; the head
+The shared cluster of tests/ray (``ray_cluster``: two nodes of 2 CPUs, so 4 CPU slots; the head
 also offers the ``det_pool_big`` resource); each test starts its own master on it, or drives a
-RayResourceManager directly. The node-loss test replaces the worker node, so it runs last.
+RayResourceManager directly. The node-loss test replaces the worker node (with a fresh one, so the
+tests after it have the same two nodes), so it runs last here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The Ray resource manager passes the resource-manager conformance suite, on the module's
+"""The Ray resource manager passes the resource-manager conformance suite, on the shared
 two-node Ray cluster (two nodes of 2 CPU slots: a gang of 2 fits one node, 4 slots span both)."""
 
 from __future__ import annotations
