@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import pathlib
 import re
 
@@ -42,6 +43,12 @@ def _modules(packages: pathlib.Path) -> list[Module]:
 
 
 MODULES = _modules(PACKAGES)
+
+
+@functools.cache
+def _tree(path: pathlib.Path) -> ast.Module:
+    """``path`` parsed once for all the tests of this module (parsing every module takes seconds)."""
+    return ast.parse(path.read_text(), str(path))
 
 
 def _owner(module_name: str, modules: list[Module] = MODULES) -> str | None:
@@ -86,7 +93,7 @@ def cross_distribution_private_imports(packages: pathlib.Path = PACKAGES) -> lis
     modules = MODULES if packages == PACKAGES else _modules(packages)
     problems = []
     for module in modules:
-        tree = ast.parse(module.path.read_text(), str(module.path))
+        tree = _tree(module.path)
         for lineno, name in _imported_names(tree):
             if not (name.startswith("determined") or name.startswith("hydra_plugins")):
                 continue
@@ -169,7 +176,7 @@ def test_modules_stay_small() -> None:
 def test_classes_stay_small() -> None:
     too_long = []
     for module in MODULES:
-        tree = ast.parse(module.path.read_text(), str(module.path))
+        tree = _tree(module.path)
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 lines = (node.end_lineno or node.lineno) - node.lineno + 1
