@@ -66,12 +66,20 @@ $(LEGACY_STAMP): Makefile $(foreach p,$(LEGACY_PACKAGES),$(p)/pyproject.toml)
 
 # The install steps (.venv, the legacy venv, Debian packages) are independent and mostly unpack
 # archives on one core each: `make test` and `make demo` run them side by side.
-INSTALL_JOBS ?= 3
+INSTALL_JOBS ?= 4
+
+# Venvs that tests install det's wheels or upstream's client into (cached under .cache/, keyed by
+# what they hold; a test builds its own when it is missing): `make test` builds them beside the
+# install steps (on the core that installing .venv leaves idle), not inside the test run.
+.PHONY: test-caches
+test-caches:
+	$(PYTHON) tests/keras/alone_venv.py
+	$(PYTHON) tests/upstream_venv.py
 
 # Bytecode is written during the run (PYTHONDONTWRITEBYTECODE, which some images set, unset): every
 # master, CLI call and trial would otherwise compile det's own modules again (~0.4 s a master).
 test:
-	$(MAKE) --no-print-directory -j$(INSTALL_JOBS) install
+	$(MAKE) --no-print-directory -j$(INSTALL_JOBS) install test-caches
 	env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest -n $(WORKERS) -q
 
 demo:

@@ -81,3 +81,7 @@ def upstream_bindings_source() -> str:
             (VENV / "lib").glob("python*/site-packages/determined/common/api/bindings.py")
         )
     return found[0].read_text()
+
+
+if __name__ == "__main__":  # `make test` builds it beside the install steps
+    print(upstream_python())
