@@ -4,7 +4,8 @@ det-core and det-plugin-keras from their wheels.
 It lives under ``.cache/keras-alone-<hash>/`` (keyed by the lock file, both pyproject files and the
 interpreter), so only its first build downloads and unpacks TensorFlow (about 100 s of one core).
 ``make test`` builds it beside the other install steps (``python3 tests/keras/alone_venv.py``); the
-test builds it itself when it is missing. Standard library only: it runs before ``.venv`` exists.
+test builds it itself when it is missing. Standard library only (and keras_helpers, which is too):
+it runs before ``.venv`` exists.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import os
 import pathlib
 import shutil
 import subprocess
@@ -20,20 +20,12 @@ import sys
 import venv
 from collections.abc import Iterator
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
+from keras_helpers import ROOT, clean_env
+
 CONSTRAINTS = ROOT / "requirements" / "constraints.txt"
 PACKAGES = [ROOT / "packages" / "core", ROOT / "packages" / "plugin-keras"]
 BASE = ["tensorflow", "tensorboard"]
 """Preinstalled: what ``det-plugin-keras[tensorflow]`` asks for beyond det-core."""
-
-
-def pip_env() -> dict[str, str]:
-    """This environment without the project's Python settings and det's variables."""
-    return {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("DET_", "KERAS_", "TF_CONFIG", "PYTHON", "VIRTUAL_ENV"))
-    }
 
 
 def pip(python: pathlib.Path, *args: str, timeout: float = 900) -> None:
@@ -42,7 +34,7 @@ def pip(python: pathlib.Path, *args: str, timeout: float = 900) -> None:
         [str(python), "-m", "pip", "--disable-pip-version-check", *args],
         capture_output=True,
         text=True,
-        env=pip_env(),
+        env=clean_env(),
         timeout=timeout,
     )
     assert result.returncode == 0, f"pip {' '.join(args)}\n{result.stdout[-3000:]}\n{result.stderr}"
