@@ -1,13 +1,16 @@
 """``det experiment create --test`` and ``--local`` on a real master (SQLite, loopback port).
 
-Every experiment example in examples/ passes test mode: its test experiment trains, validates,
-checkpoints, and its trial restarts from the checkpoint and ends normally. Lengths that the
-examples' scripts set themselves are shortened with ``--config entrypoint=...``. A trial whose
+Every experiment example in examples/ (one aside, below) passes test mode: its test experiment
+trains, validates, checkpoints, and its trial restarts from the checkpoint and ends normally.
+Lengths that the examples' scripts set themselves are shortened with ``--config entrypoint=...``. A trial whose
 checkpoint cannot be loaded fails with a message naming the checkpoint and the trial's log tail.
 ``--local --test`` needs no master: the CLI starts one for the command.
 
 The examples run in parallel under xdist (one parametrized test each); examples/hydra is a
 ``det-cli launch`` / Hydra-launcher example with no experiment YAML of its own, so it is not here.
+keras/const.yaml is not here either: tests/keras/test_examples.py runs it to completion and pauses
+and resumes it from its checkpoint (what test mode would check, a TensorFlow start-up less); its
+test config is checked below with every other example's.
 """
 
 from __future__ import annotations
@@ -36,12 +39,6 @@ CASES: list[tuple[str, str, list[str], bool]] = [
     ("core_api", "4_distributed.yaml", ["resources.slots_per_trial=2"], True),
     ("pytorch", "const.yaml", ["entrypoint=python3 train.py --batches 4 --validate-every 2"], True),
     ("pytorch/lightning", "const.yaml", [], True),
-    (
-        "keras",
-        "const.yaml",
-        ["entrypoint=python3 -m determined.launch.tensorflow -- python3 train.py --epochs 2"],
-        True,
-    ),
     ("keras", "trial.yaml", [], True),
     (
         "deepspeed",
