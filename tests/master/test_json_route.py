@@ -1,15 +1,19 @@
 """The REST routes' JSON replies (``_api/_json_route``): encoded in the route with orjson, no
-response model, what orjson cannot encode through FastAPI's encoder."""
+response model, what orjson cannot encode through FastAPI's encoder; the route's access checks
+run by the endpoint on its own thread."""
 
 from __future__ import annotations
 
 import datetime
 import json
+import sys
+import threading
 from typing import Any
 
-from fastapi import Depends, FastAPI, Request
+from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.testclient import TestClient
 
+from determined.master._api._access import _check
 from determined.master._api._json_route import JSONRoute, api_router, encode
 
 
@@ -82,3 +86,75 @@ def test_every_rest_module_uses_the_json_route() -> None:
             found = getattr(module, name, None)
             if found is not None and found.routes:
                 assert found.route_class is JSONRoute, f"{path.stem}.{name}"
+
+
+# --- access checks run by the endpoint (``_access._check``) ------------------------------------
+
+guarded = api_router()
+SEEN: dict[str, Any] = {}
+"""Which thread ran the access check and which the route body; whether the check ran inside the
+endpoint's call (the wrapper ``_json_route`` gives it) or before it."""
+
+
+def _refuse_odd(n: int) -> None:
+    """A stand-in for ``require_trial``: 404 for odd ids."""
+    SEEN["check"] = threading.get_ident()
+    frame = sys._getframe(1)
+    callers = set()
+    while frame is not None:
+        callers.add(frame.f_code.co_name)
+        frame = frame.f_back
+    SEEN["inside_endpoint"] = "sync_wrapper" in callers
+    if n % 2:
+        raise HTTPException(404, f"thing {n} not found")
+
+
+async def _guard(request: Request, n: int) -> None:
+    await _check(request, _refuse_odd, n)
+
+
+@guarded.get("/things/{n}", dependencies=[Depends(_guard)])
+def get_thing(n: int) -> dict[str, Any]:
+    SEEN["body"] = threading.get_ident()
+    return {"n": n}
+
+
+@guarded.get("/async-things/{n}", dependencies=[Depends(_guard)])
+async def get_async_thing(n: int) -> dict[str, Any]:
+    return {"n": n}
+
+
+@guarded.get("/modelled-things/{n}", dependencies=[Depends(_guard)], response_model=dict)
+def get_modelled_thing(n: int) -> dict[str, Any]:
+    SEEN["body"] = threading.get_ident()
+    return {"n": n}
+
+
+def test_a_guarded_sync_route_checks_access_on_the_thread_of_its_body() -> None:
+    """One thread hop per guarded read: the check waits in the request scope for the endpoint,
+    which runs it first; a refused request never reaches the body."""
+    app = FastAPI()
+    app.include_router(guarded)
+    client = TestClient(app)
+    SEEN.clear()
+    assert client.get("/things/2").json() == {"n": 2}
+    assert SEEN["check"] == SEEN["body"] and SEEN["inside_endpoint"]
+    SEEN.clear()
+    refused = client.get("/things/3")
+    assert refused.status_code == 404 and refused.json() == {"detail": "thing 3 not found"}
+    assert "check" in SEEN and "body" not in SEEN
+    assert client.get("/async-things/4").json() == {"n": 4}
+    assert client.get("/async-things/5").status_code == 404
+
+
+def test_a_route_that_runs_no_pending_checks_is_checked_before_its_endpoint() -> None:
+    """With a response model FastAPI keeps the endpoint (nothing would run a pending check):
+    the guard checks at once, on a worker thread of its own."""
+    app = FastAPI()
+    app.include_router(guarded)
+    client = TestClient(app)
+    SEEN.clear()
+    refused = client.get("/modelled-things/7")
+    assert refused.status_code == 404 and "body" not in SEEN
+    assert client.get("/modelled-things/8").json() == {"n": 8}
+    assert not SEEN["inside_endpoint"]

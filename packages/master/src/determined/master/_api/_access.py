@@ -14,13 +14,17 @@ Routes use the dependencies (``dependencies=[on_experiment(P.UPDATE_EXPERIMENT)]
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import Depends, Request
 from sqlalchemy import select
 from sqlalchemy.orm import Session
+from starlette.concurrency import run_in_threadpool
 
 from determined.master._api._deps import Principal, authenticate, authz_of, master_of
+from determined.master._api._json_route import PENDING_CHECKS, RUNS_CHECKS
 from determined.master._core._authz import Permission
 from determined.master._wire import APIError, numeric_id
 from determined.master.db import (
@@ -231,11 +235,23 @@ def require_project(
 # --- dependencies: one line per route --------------------------------------------------------
 
 
+async def _check(request: Request, check: Callable[..., None], *args: Any) -> None:
+    """Run ``check(*args)`` (it may read the database) where it costs no thread hop of its own:
+    inside the endpoint when the route's endpoint runs pending checks (every ``api_router``
+    route without a response model, see ``_json_route``), else now on a worker thread."""
+    if getattr(request.scope.get("endpoint"), RUNS_CHECKS, False):
+        request.scope.setdefault(PENDING_CHECKS, []).append(functools.partial(check, *args))
+    else:
+        await run_in_threadpool(check, *args)
+
+
 def on_experiment(permission: Permission) -> Any:
     """``Depends`` guarding the route's ``experiment_id`` path parameter."""
 
-    def dep(request: Request, experiment_id: int, p: Principal = Depends(authenticate)) -> None:
-        require_experiment(request, p, experiment_id, permission)
+    async def dep(
+        request: Request, experiment_id: int, p: Principal = Depends(authenticate)
+    ) -> None:
+        await _check(request, require_experiment, request, p, experiment_id, permission)
 
     return Depends(dep)
 
@@ -243,8 +259,8 @@ def on_experiment(permission: Permission) -> Any:
 def on_trial(permission: Permission) -> Any:
     """``Depends`` guarding the route's ``trial_id`` path parameter."""
 
-    def dep(request: Request, trial_id: int, p: Principal = Depends(authenticate)) -> None:
-        require_trial(request, p, trial_id, permission)
+    async def dep(request: Request, trial_id: int, p: Principal = Depends(authenticate)) -> None:
+        await _check(request, require_trial, request, p, trial_id, permission)
 
     return Depends(dep)
 
@@ -252,12 +268,11 @@ def on_trial(permission: Permission) -> Any:
 def on_trial_async(permission: Permission) -> Any:
     """:func:`on_trial` for hot ``async`` routes: a trial's token on its own trial costs no thread
     hop (the principal carries its trial)."""
-    from starlette.concurrency import run_in_threadpool
 
     async def dep(request: Request, trial_id: int, p: Principal = Depends(authenticate)) -> None:
         if p.allocation_id is not None and p.trial_id == trial_id:
             return
-        await run_in_threadpool(require_trial, request, p, trial_id, permission)
+        await _check(request, require_trial, request, p, trial_id, permission)
 
     return Depends(dep)
 
@@ -265,8 +280,8 @@ def on_trial_async(permission: Permission) -> Any:
 def on_checkpoint(permission: Permission) -> Any:
     """``Depends`` guarding the route's ``uuid`` path parameter."""
 
-    def dep(request: Request, uuid: str, p: Principal = Depends(authenticate)) -> None:
-        require_checkpoint(request, p, uuid, permission)
+    async def dep(request: Request, uuid: str, p: Principal = Depends(authenticate)) -> None:
+        await _check(request, require_checkpoint, request, p, uuid, permission)
 
     return Depends(dep)
 
@@ -274,8 +289,10 @@ def on_checkpoint(permission: Permission) -> Any:
 def on_checkpoint_uuid(permission: Permission) -> Any:
     """``Depends`` guarding the route's ``checkpoint_uuid`` path parameter."""
 
-    def dep(request: Request, checkpoint_uuid: str, p: Principal = Depends(authenticate)) -> None:
-        require_checkpoint(request, p, checkpoint_uuid, permission)
+    async def dep(
+        request: Request, checkpoint_uuid: str, p: Principal = Depends(authenticate)
+    ) -> None:
+        await _check(request, require_checkpoint, request, p, checkpoint_uuid, permission)
 
     return Depends(dep)
 
@@ -283,8 +300,8 @@ def on_checkpoint_uuid(permission: Permission) -> Any:
 def on_model(permission: Permission) -> Any:
     """``Depends`` guarding the route's ``model_name`` path parameter (a name or an id)."""
 
-    def dep(request: Request, model_name: str, p: Principal = Depends(authenticate)) -> None:
-        require_model(request, p, model_name, permission)
+    async def dep(request: Request, model_name: str, p: Principal = Depends(authenticate)) -> None:
+        await _check(request, require_model, request, p, model_name, permission)
 
     return Depends(dep)
 
@@ -292,8 +309,8 @@ def on_model(permission: Permission) -> Any:
 def on_task(permission: Permission, param: str = "task_id") -> Any:
     """``Depends`` guarding the task id in path parameter ``param``."""
 
-    def dep(request: Request, p: Principal = Depends(authenticate)) -> None:
-        require_task(request, p, str(request.path_params[param]), permission)
+    async def dep(request: Request, p: Principal = Depends(authenticate)) -> None:
+        await _check(request, require_task, request, p, str(request.path_params[param]), permission)
 
     return Depends(dep)
 
@@ -350,8 +367,8 @@ def acting_user(
 def on_run(permission: Permission) -> Any:
     """``Depends`` guarding the route's ``run_id`` path parameter (a run is a trial)."""
 
-    def dep(request: Request, run_id: int, p: Principal = Depends(authenticate)) -> None:
-        require_trial(request, p, run_id, permission)
+    async def dep(request: Request, run_id: int, p: Principal = Depends(authenticate)) -> None:
+        await _check(request, require_trial, request, p, run_id, permission)
 
     return Depends(dep)
 
@@ -394,14 +411,13 @@ def require_allocation(
 
 def on_allocation(permission: Permission = P.UPDATE_EXPERIMENT) -> Any:
     """``Depends`` guarding the route's ``allocation_id`` (own allocation: no database hit)."""
-    from starlette.concurrency import run_in_threadpool
 
     async def dep(
         request: Request, allocation_id: str, p: Principal = Depends(authenticate)
     ) -> None:
         if p.allocation_id == allocation_id:
             return
-        await run_in_threadpool(require_allocation, request, p, allocation_id, permission)
+        await _check(request, require_allocation, request, p, allocation_id, permission)
 
     return Depends(dep)
 
@@ -444,8 +460,8 @@ def visible_tasks(request: Request, p: Principal, views: list[Any]) -> list[Any]
 def on_cluster(permission: Permission) -> Any:
     """``Depends`` for a cluster-wide permission (e.g. VIEW_CLUSTER_USAGE): 403 naming it."""
 
-    def dep(request: Request, p: Principal = Depends(authenticate)) -> None:
-        authz_of(request).check(p, permission, None)
+    async def dep(request: Request, p: Principal = Depends(authenticate)) -> None:
+        await _check(request, authz_of(request).check, p, permission, None)
 
     return Depends(dep)
 

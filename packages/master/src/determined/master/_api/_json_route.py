@@ -7,6 +7,12 @@ gets that annotation as its response model: the reply is validated against it on
 response model, no validation, no extra hop; orjson encodes. What orjson cannot encode goes
 through FastAPI's ``jsonable_encoder`` (sets, bytes, pydantic models). A route that sets
 ``response_model`` or returns a :class:`Response` of its own keeps FastAPI's handling.
+
+The wrapped endpoint also runs the route's access checks (``_access.on_experiment`` ...): a
+guard dependency that sees such an endpoint leaves its check in the request scope
+(:data:`PENDING_CHECKS`) instead of running it on a worker thread of its own, and a sync endpoint
+runs it first on the thread it runs on anyway. Every guarded read used to cross threads twice
+(guard, then route body), waiting for the GIL at each crossing under load.
 """
 
 from __future__ import annotations
@@ -18,12 +24,25 @@ from collections.abc import Callable
 from typing import Any
 
 import orjson
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.datastructures import DefaultPlaceholder
 from fastapi.encoders import jsonable_encoder
 from fastapi.routing import APIRoute
+from starlette.concurrency import run_in_threadpool
 
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_UTC_Z
+PENDING_CHECKS = "det.pending_checks"
+"""Request-scope key: the access checks left for the endpoint (callables, run in order)."""
+RUNS_CHECKS = "det_runs_access_checks"
+"""Attribute marking an endpoint that runs :data:`PENDING_CHECKS` before its body."""
+_REQUEST = "det_request__"
+"""The wrapper's own ``Request`` parameter (FastAPI injects it; the endpoint never sees it)."""
+
+
+def run_pending_checks(scope: dict[str, Any]) -> None:
+    """Run (and drop) the access checks the route's guards left in ``scope``."""
+    for check in scope.pop(PENDING_CHECKS, ()):
+        check()
 
 
 def encode(content: Any, status_code: int) -> Response:
@@ -35,29 +54,50 @@ def encode(content: Any, status_code: int) -> Response:
 
 
 def _encoding(endpoint: Callable[..., Any], status_code: int) -> Callable[..., Any]:
-    """``endpoint`` returning its reply encoded, with the same parameters for FastAPI to inject
-    (annotations resolved in the endpoint's module: this wrapper lives in another one)."""
+    """``endpoint`` returning its reply encoded after the route's pending access checks, with the
+    same parameters for FastAPI to inject plus a ``Request`` of its own (annotations resolved in
+    the endpoint's module: this wrapper lives in another one)."""
     hints = typing.get_type_hints(endpoint, include_extras=True)
     signature = inspect.signature(endpoint)
     params = [
         p.replace(annotation=hints.get(p.name, p.annotation)) for p in signature.parameters.values()
     ]
+    # FastAPI injects the request into one parameter only: the endpoint's own, if it has one.
+    own = next((p.name for p in params if p.annotation is Request), None)
+    if own is None:
+        params.append(
+            inspect.Parameter(_REQUEST, inspect.Parameter.KEYWORD_ONLY, annotation=Request)
+        )
+
+    def scope_of(kwargs: dict[str, Any]) -> dict[str, Any]:
+        request = kwargs[own] if own is not None else kwargs.pop(_REQUEST)
+        return request.scope  # type: ignore[no-any-return]
+
+    wrapper: Callable[..., Any]
     if inspect.iscoroutinefunction(endpoint):
 
         @functools.wraps(endpoint)
-        async def wrapper(*args: Any, **kwargs: Any) -> Response:
+        async def async_wrapper(*args: Any, **kwargs: Any) -> Response:
+            scope = scope_of(kwargs)
+            if scope.get(PENDING_CHECKS):
+                await run_in_threadpool(run_pending_checks, scope)
             return encode(await endpoint(*args, **kwargs), status_code)
 
+        wrapper = async_wrapper
     else:
 
         @functools.wraps(endpoint)
-        def wrapper(*args: Any, **kwargs: Any) -> Response:
+        def sync_wrapper(*args: Any, **kwargs: Any) -> Response:
+            run_pending_checks(scope_of(kwargs))
             return encode(endpoint(*args, **kwargs), status_code)
 
+        wrapper = sync_wrapper
     wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
         parameters=params, return_annotation=Response
     )
-    wrapper.__annotations__ = {**hints, "return": Response}
+    extra = {_REQUEST: Request} if own is None else {}
+    wrapper.__annotations__ = {**hints, **extra, "return": Response}
+    setattr(wrapper, RUNS_CHECKS, True)
     return wrapper
 
 
