@@ -73,7 +73,7 @@ def _encoding(endpoint: Callable[..., Any], status_code: int) -> Callable[..., A
         request = kwargs[own] if own is not None else kwargs.pop(_REQUEST)
         return request.scope  # type: ignore[no-any-return]
 
-    wrapper: Callable[..., Any]
+    wrapper: Any
     if inspect.iscoroutinefunction(endpoint):
 
         @functools.wraps(endpoint)
@@ -92,13 +92,11 @@ def _encoding(endpoint: Callable[..., Any], status_code: int) -> Callable[..., A
             return encode(endpoint(*args, **kwargs), status_code)
 
         wrapper = sync_wrapper
-    wrapper.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=params, return_annotation=Response
-    )
+    wrapper.__signature__ = signature.replace(parameters=params, return_annotation=Response)
     extra = {_REQUEST: Request} if own is None else {}
     wrapper.__annotations__ = {**hints, **extra, "return": Response}
     setattr(wrapper, RUNS_CHECKS, True)
-    return wrapper
+    return wrapper  # type: ignore[no-any-return]
 
 
 class JSONRoute(APIRoute):
