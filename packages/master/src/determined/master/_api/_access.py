@@ -95,39 +95,51 @@ def visible(request: Request, p: Principal, permission: Permission) -> set[int] 
 
 
 def experiment_workspace(request: Request, session: Session, exp_id: int) -> int:
-    """The workspace of an experiment; 404 when it does not exist (or is deleted)."""
-    exp = session.get(Experiment, exp_id)
-    if exp is None or exp.state == "DELETED":
-        raise APIError(404, f"experiment {exp_id} not found")
-    ws = authz_of(request).workspace_of_project(exp.project_id)
+    """The workspace of an experiment; 404 when it does not exist (or is deleted).
+
+    Reads the two columns it needs, not the experiment (its config and original YAML are the
+    largest values of the row, decoded for nothing on every guarded request)."""
+    row = session.execute(
+        select(Experiment.state, Experiment.project_id).where(Experiment.id == exp_id)
+    ).first()
+    ws = _live_workspace(request, row)
     if ws is None:
         raise APIError(404, f"experiment {exp_id} not found")
     return ws
+
+
+def _live_workspace(request: Request, row: Any) -> int | None:
+    """The workspace of an experiment's ``(state, project_id)`` row; None when there is no row,
+    the experiment is deleted or its project unknown."""
+    if row is None or row[0] == "DELETED":
+        return None
+    return authz_of(request).workspace_of_project(row[1])
 
 
 def require_experiment(
     request: Request, p: Principal, exp_id: int, permission: Permission, *, own_ok: bool = True
 ) -> None:
     """The guard for an experiment (a trial's token passes on its own experiment if ``own_ok``)."""
+    if own_ok and p.allocation_id is not None and own_trial(p)[1] == exp_id:
+        return
     with master_of(request).db.read() as session:
-        if own_ok and p.allocation_id is not None and own_trial(p)[1] == exp_id:
-            return
         ws = experiment_workspace(request, session, exp_id)
     guard(request, p, permission, ws, f"experiment {exp_id}")
 
 
 def require_trial(request: Request, p: Principal, trial_id: int, permission: Permission) -> None:
     """The guard for a trial: its experiment's workspace (a trial's token passes on itself)."""
+    if p.allocation_id is not None and own_trial(p)[0] == trial_id:
+        return
     with master_of(request).db.read() as session:
-        if p.allocation_id is not None and own_trial(p)[0] == trial_id:
-            return
-        exp_id = session.scalar(select(Run.experiment_id).where(Run.id == trial_id))
-        if exp_id is None:
-            raise APIError(404, f"trial {trial_id} not found")
-        try:
-            ws = experiment_workspace(request, session, exp_id)
-        except APIError:
-            raise APIError(404, f"trial {trial_id} not found") from None
+        row = session.execute(
+            select(Experiment.state, Experiment.project_id)
+            .join(Run, Run.experiment_id == Experiment.id)
+            .where(Run.id == trial_id)
+        ).first()
+    ws = _live_workspace(request, row)
+    if ws is None:
+        raise APIError(404, f"trial {trial_id} not found")
     guard(request, p, permission, ws, f"trial {trial_id}")
 
 
