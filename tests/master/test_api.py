@@ -8,6 +8,7 @@ from typing import Any
 
 import requests
 import yaml
+from master.conftest import Client
 
 
 def _error(r: requests.Response, status: int) -> str:
@@ -186,3 +187,27 @@ def test_initial_admin_password_and_password_change(make_master: Any, sqlite_url
     assert r.status_code == 200, r.text
     other = requests.post(url + "/api/v1/users/1/password", json={"password": "x"}, headers=headers)
     _error(other, 403)
+
+
+def test_experiment_list_pages_and_filters_by_owner(client: Any, config_of: Any) -> None:
+    """Pages are cut by the database (offset, limit, both orders) with the total of every match;
+    owner filters (``users``, ``userIds``) and the in-Python ones (``name``) page alike."""
+    other = Client(client.url).login("determined")
+    admin_ids = [client.create(config_of(name=f"a{n}"), activate=False) for n in range(4)]
+    own_ids = [other.create(config_of(name=f"d{n}"), activate=False) for n in range(2)]
+    everything = sorted(admin_ids + own_ids)
+
+    def page(**params: Any) -> tuple[list[int], int]:
+        reply = client.get("/api/v1/experiments", params=params)
+        return [e["id"] for e in reply["experiments"]], reply["pagination"]["total"]
+
+    assert page(limit=2, offset=1) == (everything[1:3], 6)
+    assert page(limit=2, orderBy="ORDER_BY_DESC") == (everything[::-1][:2], 6)
+    assert page(offset=5) == (everything[5:], 6)
+    assert page(limit=-1) == (everything, 6)
+    assert page(users="determined") == (own_ids, 2)
+    admin_id = client.get("/api/v1/me")["user"]["id"]
+    assert page(userIds=admin_id, limit=3, offset=2) == (admin_ids[2:4], 4)
+    assert page(users="nobody") == ([], 0)
+    assert page(name="d", limit=1, offset=1) == (own_ids[1:], 2)
+    assert page(sortBy="SORT_BY_NAME", orderBy="ORDER_BY_DESC", limit=2) == (own_ids[::-1], 6)

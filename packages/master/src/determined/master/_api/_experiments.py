@@ -205,7 +205,11 @@ def list_experiments(
     if states:
         stmt = stmt.where(Experiment.state.in_(states))
     users = q.getlist("users")
+    if users:
+        stmt = stmt.where(Experiment.owner_id.in_(select(User.id).where(User.username.in_(users))))
     user_ids = [int_param(u, "userIds") for u in q.getlist("userIds")]
+    if user_ids:
+        stmt = stmt.where(Experiment.owner_id.in_(user_ids))
     stmt = _id_and_project_filters(stmt, q)
     order = q.get("orderBy", "ORDER_BY_ASC")
     sort = q.get("sortBy", "SORT_BY_ID")
@@ -215,20 +219,28 @@ def list_experiments(
     labels = [label for label in q.getlist("labels") if label]
     master = master_of(request)
     with master.db.read() as session:
-        rows = list(session.scalars(stmt))
-        if users:
-            ids = set(session.scalars(select(User.id).where(User.username.in_(users))))
-            rows = [r for r in rows if r.owner_id in ids]
-        if user_ids:
-            rows = [r for r in rows if r.owner_id in user_ids]
-        if name:
-            rows = [r for r in rows if name.lower() in str(r.config.get("name", "")).lower()]
-        if labels:
-            rows = [r for r in rows if set(labels) <= set(r.labels or [])]
-        if sort == "SORT_BY_NAME":
-            rows.sort(key=lambda r: str(r.config.get("name", "")), reverse=order == "ORDER_BY_DESC")
-        total = len(rows)
-        page = rows[offset : offset + limit] if limit else rows[offset:]
+        if name or labels or sort == "SORT_BY_NAME":
+            # Filters and an order on values inside the stored config and labels (JSON): applied
+            # to the decoded rows.
+            rows = list(session.scalars(stmt))
+            if name:
+                rows = [r for r in rows if name.lower() in str(r.config.get("name", "")).lower()]
+            if labels:
+                rows = [r for r in rows if set(labels) <= set(r.labels or [])]
+            if sort == "SORT_BY_NAME":
+                rows.sort(
+                    key=lambda r: str(r.config.get("name", "")), reverse=order == "ORDER_BY_DESC"
+                )
+            total = len(rows)
+            page = rows[offset : offset + limit] if limit else rows[offset:]
+        else:
+            # Everything else pages in SQL: a page of 50 no longer decodes every experiment.
+            total = int(
+                session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery()))
+                or 0
+            )
+            paged = stmt.offset(offset).limit(limit) if limit else stmt.offset(offset)
+            page = list(session.scalars(paged))
         return {
             "experiments": _serialize.experiments(session, page),
             "pagination": pagination(offset, limit, len(page), total),
