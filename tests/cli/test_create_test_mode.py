@@ -2,8 +2,9 @@
 
 Every experiment example in examples/ (one aside, below) passes test mode: its test experiment
 trains, validates, checkpoints, and its trial restarts from the checkpoint and ends normally.
-Lengths that the examples' scripts set themselves are shortened with ``--config entrypoint=...``. A trial whose
-checkpoint cannot be loaded fails with a message naming the checkpoint and the trial's log tail.
+Lengths that the examples' scripts set themselves are shortened with ``--config entrypoint=...``.
+A trial whose checkpoint cannot be loaded fails with a message naming the checkpoint and the
+trial's log tail.
 ``--local --test`` needs no master: the CLI starts one for the command.
 
 The examples run in parallel under xdist (one parametrized test each); examples/hydra is a
