@@ -4,13 +4,20 @@ A launcher (``determined.launch.torch_distributed``) starts torchrun in a sessio
 process of the trial may hold the trial's stdout and stderr after the trial's process group is gone.
 The master used to wait 5 s for the pipes, then report the exit and leave that process running; now
 it kills every process carrying the allocation's ``DET_ALLOCATION_ID`` and reports the exit at once.
+
+The test proves "at once" by cause, not by a clock: the pipe grace is made far longer than the
+test's wait, so the experiment completes in time only if the kill closed the pipes (a wall-clock
+bound failed once in CI on a loaded machine, 8.7 s from the trial's last line to its end time).
 """
 
 from __future__ import annotations
 
-import datetime
 import pathlib
 from typing import Any
+
+import pytest
+
+from determined.master.rm import _process
 
 ESCAPED = """
 import subprocess, time
@@ -27,7 +34,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def test_an_escaped_process_does_not_delay_the_exit(api: Any, tmp_path: pathlib.Path) -> None:
+def test_an_escaped_process_does_not_delay_the_exit(
+    api: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the master runs in this process: waiting out the pipes would outlast the wait below
+    monkeypatch.setattr(_process, "PIPE_GRACE_S", 3600.0)
     context = tmp_path / "context"
     context.mkdir()
     (context / "escape.py").write_text(ESCAPED)
@@ -41,9 +52,5 @@ def test_an_escaped_process_does_not_delay_the_exit(api: Any, tmp_path: pathlib.
     assert api.wait_experiment(exp_id, timeout=120) == "STATE_COMPLETED", api.debug(exp_id)
     trial = api.trials(exp_id)[0]
     logs = "".join(api.logs(trial["id"]))
-    done_at = float(logs.split("done at ", 1)[1].split()[0])
-    ended = datetime.datetime.fromisoformat(trial["endTime"].replace("Z", "+00:00")).timestamp()
-    # the old pipe grace alone was 5 s; the kill comes 50 ms after the group is gone
-    assert ended - done_at < 4.0, (ended - done_at, logs)
     pid = int(logs.split("escaped ", 1)[1].split()[0])
     api.wait_for(lambda: not _alive(pid), 30, f"the escaped process {pid} to be killed")
