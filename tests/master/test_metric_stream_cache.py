@@ -140,3 +140,25 @@ def test_readers_missing_together_build_the_reply_once(
     assert b'"loss": 1' in replies[0][0]  # the stored JSON text, spliced in unchanged
     assert len(builds) == 1, builds
     assert cache._building == {}  # nothing left behind
+
+
+def test_a_built_reply_is_one_body_with_a_length_and_a_large_one_streams(
+    client: Client, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lines are built in memory before the reply starts: sending them through a streaming
+    reply cost a worker-thread hop per line (the route's tail latency under load), so a reply of
+    ordinary size is one body with a ``Content-Length``; one above the limit is still streamed."""
+    trial = _paused_trial(client)
+    for step in range(1, 4):
+        _report(client, trial, step, 1.0 / step)
+    params = {"trialIds": [trial], "group": "training"}
+    whole = client.request("GET", PATH, params=params)
+    assert whole.status_code == 200, whole.text
+    assert whole.headers.get("content-length") == str(len(whole.content))
+    assert "transfer-encoding" not in whole.headers
+    monkeypatch.setattr(_metric_stream, "WHOLE_REPLY_BYTES", 10)
+    streamed = client.request("GET", PATH, params=params)
+    assert streamed.status_code == 200, streamed.text
+    assert streamed.headers.get("transfer-encoding") == "chunked"
+    assert streamed.content == whole.content
+    assert _read(client, trial) == [(1, 1.0), (2, 0.5), (3, 1.0 / 3)]

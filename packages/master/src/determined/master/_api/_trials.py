@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Depends, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -24,6 +24,7 @@ from determined.master._api._deps import (
 )
 from determined.master._api._json_route import api_router
 from determined.master._api._metric_reports import parse_reports
+from determined.master._api._metric_stream import reply
 from determined.master._wire import (
     TERMINAL_STATES,
     APIError,
@@ -334,7 +335,7 @@ def post_run_metadata(
     return {"metadata": trial_records_of(request).merge_metadata(run_id, meta)}
 
 
-def _metrics_stream(request: Request, p: Principal, group: str | None) -> StreamingResponse:
+def _metrics_stream(request: Request, p: Principal, group: str | None) -> Response:
     q = request.query_params
     ids = [int_param(t, "trialIds") for t in q.getlist("trialIds") + q.getlist("trial_ids")]
     if not ids:
@@ -348,23 +349,23 @@ def _metrics_stream(request: Request, p: Principal, group: str | None) -> Stream
             run = _get_run(session, trial_id)
             require_trial(request, p, run.id, P.VIEW_EXPERIMENT_METADATA)
         lines = metric_stream_cache_of(request).lines(session, ids, group)
-    return StreamingResponse(iter(lines), media_type="application/json")
+    return reply(lines)
 
 
 @router.get("/api/v1/trials/metrics/trial_metrics")
-def trial_metrics(request: Request, p: Principal = Depends(authenticate)) -> StreamingResponse:
+def trial_metrics(request: Request, p: Principal = Depends(authenticate)) -> Response:
     """Stream the metrics of a group for some trials."""
     return _metrics_stream(request, p, None)
 
 
 @router.get("/api/v1/trials/metrics/training_metrics")
-def training_metrics(request: Request, p: Principal = Depends(authenticate)) -> StreamingResponse:
+def training_metrics(request: Request, p: Principal = Depends(authenticate)) -> Response:
     """Stream training metrics."""
     return _metrics_stream(request, p, "training")
 
 
 @router.get("/api/v1/trials/metrics/validation_metrics")
-def validation_metrics(request: Request, p: Principal = Depends(authenticate)) -> StreamingResponse:
+def validation_metrics(request: Request, p: Principal = Depends(authenticate)) -> Response:
     """Stream validation metrics."""
     return _metrics_stream(request, p, "validation")
 
