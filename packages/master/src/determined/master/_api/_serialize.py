@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
-from determined.master._core._projects import project_names
-from determined.master._core._trial_tasks import trials_task_ids
+from determined.master._core._projects import projects_names
 from determined.master._wire import clean_float, state, ts
 from determined.master.db import (
     Allocation,
@@ -17,7 +16,9 @@ from determined.master.db import (
     Experiment,
     Metric,
     Run,
+    Task,
     User,
+    core_rows,
     utcnow,
     validation_at_step,
 )
@@ -37,7 +38,8 @@ def user(row: User) -> dict[str, Any]:
     }
 
 
-def metrics_workload(row: Metric | None) -> dict[str, Any] | None:
+def metrics_workload(row: Metric | Any) -> dict[str, Any] | None:
+    """A validation as upstream's workload (``row``: a ``Metric`` or a row with its columns)."""
     if row is None:
         return None
     return {
@@ -91,36 +93,33 @@ def trial(session: Session, row: Run) -> dict[str, Any]:
 
 
 def trials(session: Session, rows: Sequence[Run]) -> list[dict[str, Any]]:
-    """Many trials in a fixed number of queries (a trial list used to cost five per trial)."""
+    """Many trials in a fixed number of queries (a trial list used to cost five per trial).
+
+    The queries are built once (:data:`_TRIAL_QUERIES`) and run as Core statements: building an
+    ORM statement and its cache key, then loading entities, was most of the master's CPU per
+    trial read (``benchmarks/RESULTS.md``)."""
     if not rows:
         return []
     ids = [row.id for row in rows]
-    metric_ids = {
-        i for row in rows for i in (row.latest_validation_id, row.best_validation_id) if i
+    q = _TRIAL_QUERIES
+
+    def run(statement: Any, params: dict[str, Any]) -> Any:
+        return core_rows(session, statement, params)
+
+    metric_ids = [
+        i
+        for i in {m for row in rows for m in (row.latest_validation_id, row.best_validation_id)}
+        if i
+    ]
+    workloads = {m.id: m for m in run(q.workloads, {"ids": metric_ids})} if metric_ids else {}
+    totals = {
+        int(owner): (int(count), int(size))
+        for owner, count, size in run(q.checkpoint_totals, {"ids": ids})
     }
-    workloads = (
-        {m.id: m for m in session.scalars(select(Metric).where(Metric.id.in_(metric_ids)))}
-        if metric_ids
-        else {}
-    )
-    totals = _checkpoint_totals(session, Checkpoint.trial_id, ids)
-    newest = (
-        select(
-            Checkpoint.id,
-            func.row_number()
-            .over(partition_by=Checkpoint.trial_id, order_by=Checkpoint.steps_completed.desc())
-            .label("n"),
-        )
-        .where(Checkpoint.trial_id.in_(ids), Checkpoint.state == "COMPLETED")
-        .subquery()
-    )
-    best_ckpts = {
-        c.trial_id: c
-        for c in session.scalars(
-            select(Checkpoint).join(newest, newest.c.id == Checkpoint.id).where(newest.c.n == 1)
-        )
-    }
-    tasks = trials_task_ids(session, ids)
+    best_ckpts = {c.trial_id: c for c in run(q.newest_checkpoints, {"ids": ids})}
+    tasks: dict[int, list[str]] = {}
+    for trial_id, task_id in run(q.task_ids, {"ids": ids}):
+        tasks.setdefault(trial_id, []).append(task_id)
     return [
         _trial(
             row,
@@ -136,10 +135,10 @@ def trials(session: Session, rows: Sequence[Run]) -> list[dict[str, Any]]:
 
 def _trial(
     row: Run,
-    latest: Metric | None,
-    best: Metric | None,
+    latest: Any,
+    best: Any,
     checkpoint_totals: tuple[int, int],
-    best_ckpt: Checkpoint | None,
+    best_ckpt: Any,
     task_ids: list[str],
 ) -> dict[str, Any]:
     ckpt_count, ckpt_size = checkpoint_totals
@@ -204,32 +203,33 @@ def experiment(session: Session, row: Experiment, *, full: bool = False) -> dict
 def experiments(
     session: Session, rows: Sequence[Experiment], *, full: bool = False
 ) -> list[dict[str, Any]]:
-    """Many experiments in a fixed number of queries (a listing used to cost four per row)."""
+    """Many experiments in a fixed number of prebuilt queries (a listing used to cost four per
+    row; see :func:`trials` for why Core)."""
     if not rows:
         return []
+    q = _EXPERIMENT_QUERIES
     ids = [row.id for row in rows]
     trial_ids: dict[int, list[int]] = {}
-    for exp_id, run_id in session.execute(
-        select(Run.experiment_id, Run.id).where(Run.experiment_id.in_(ids)).order_by(Run.id)
-    ):
+    for exp_id, run_id in core_rows(session, q.trial_ids, {"ids": ids}):
         trial_ids.setdefault(exp_id, []).append(run_id)
     best = _best_trials(session, rows)
     active = [row.id for row in rows if row.state == "ACTIVE" and not row.unmanaged]
     allocation_states: dict[int, set[str]] = {}
     if active:
-        for exp_id, alloc_state in session.execute(
-            select(Run.experiment_id, Allocation.state)
-            .join(Run, Run.id == Allocation.trial_id)
-            .where(Run.experiment_id.in_(active), Allocation.state.in_(("ASSIGNED", "RUNNING")))
-            .distinct()
-        ):
+        for exp_id, alloc_state in core_rows(session, q.allocation_states, {"ids": active}):
             allocation_states.setdefault(exp_id, set()).add(alloc_state)
-    totals = _checkpoint_totals(session, Checkpoint.experiment_id, ids)
+    totals = {
+        int(owner): (int(count), int(size))
+        for owner, count, size in core_rows(session, q.checkpoint_totals, {"ids": ids})
+    }
+    owners = {u.id: u for u in core_rows(session, q.owners, {"ids": [r.owner_id for r in rows]})}
+    projects = projects_names(session, [row.project_id for row in rows])
     return [
         _experiment(
-            session,
             row,
             full=full,
+            owner=owners.get(row.owner_id),
+            project=projects[row.project_id],
             trial_ids=trial_ids.get(row.id, []),
             best=best.get(row.id, (None, None)),
             allocation_states=allocation_states.get(row.id, set()),
@@ -240,16 +240,16 @@ def experiments(
 
 
 def _experiment(
-    session: Session,
     row: Experiment,
     *,
     full: bool,
+    owner: Any,
+    project: dict[str, Any],
     trial_ids: list[int],
     best: tuple[int | None, float | None],
     allocation_states: set[str],
     checkpoint_totals: tuple[int, int],
 ) -> dict[str, Any]:
-    owner = session.get(User, row.owner_id)  # the session's identity map serves repeats
     searcher_cfg = row.config.get("searcher") or {}
     best_id, best_metric = best
     ckpt_count, ckpt_size = checkpoint_totals
@@ -279,7 +279,7 @@ def _experiment(
         "forkedFrom": row.parent_id,
         "progress": row.progress,
         "projectId": row.project_id,
-        **project_names(session, row.project_id),
+        **project,
         "unmanaged": bool(row.unmanaged),
         "externalExperimentId": row.external_experiment_id,
         "error": row.error,
@@ -296,15 +296,41 @@ STORED_CHECKPOINT_STATES = ("COMPLETED", "PARTIALLY_DELETED")
 """The checkpoints whose files count in sizes and counts (upstream's: all but DELETED ones)."""
 
 
-def _checkpoint_totals(session: Session, key: Any, ids: list[int]) -> dict[int, tuple[int, int]]:
-    """Count and total size of the stored checkpoints grouped by ``key`` (a trial or experiment
-    id column of Checkpoint), for the rows whose key is in ``ids``."""
-    query = (
-        select(key, func.count(Checkpoint.id), func.coalesce(func.sum(Checkpoint.size), 0))
-        .where(key.in_(ids), Checkpoint.state.in_(STORED_CHECKPOINT_STATES))
-        .group_by(key)
-    )
-    return {int(owner): (int(count), int(size)) for owner, count, size in session.execute(query)}
+class _TrialQueries:
+    """The statements of :func:`trials`, built once; ``:ids`` expands to the trial (or metric) ids."""
+
+    def __init__(self) -> None:
+        ids: Any = bindparam("ids", expanding=True)
+        m, c, t = Metric.__table__.c, Checkpoint.__table__.c, Task.__table__.c
+        self.workloads = select(m.id, m.end_time, m.metrics, m.total_batches).where(m.id.in_(ids))
+        self.checkpoint_totals = (
+            select(c.trial_id, func.count(c.id), func.coalesce(func.sum(c.size), 0))
+            .where(c.trial_id.in_(ids), c.state.in_(STORED_CHECKPOINT_STATES))
+            .group_by(c.trial_id)
+        )
+        ranked = (
+            select(
+                c.id,
+                func.row_number()
+                .over(partition_by=c.trial_id, order_by=c.steps_completed.desc())
+                .label("n"),
+            )
+            .where(c.trial_id.in_(ids), c.state == "COMPLETED")
+            .subquery()
+        )
+        self.newest_checkpoints = (
+            select(c.trial_id, c.uuid, c.steps_completed, c.state, c.report_time, c.resources)
+            .join(ranked, ranked.c.id == c.id)
+            .where(ranked.c.n == 1)
+        )
+        self.task_ids = (
+            select(t.trial_id, t.task_id)
+            .where(t.trial_id.in_(ids))
+            .order_by(t.start_time, t.task_id)
+        )
+
+
+_TRIAL_QUERIES = _TrialQueries()
 
 
 def _active_state(row: Experiment, allocation_states: set[str]) -> str:
@@ -348,37 +374,65 @@ def _best_trials(
     At most three statements whatever the number of experiments and trials: the best trial of each
     experiment, in its direction, is found through ``ix_runs_experiment_metric`` (a correlated
     ``LIMIT 1``), not by ranking every trial of it, which a 10,000-trial search paid on every read."""
-    smaller_ids = []
-    larger_ids = []
+    smaller_ids: list[int] = []
+    larger_ids: list[int] = []
     for row in rows:
         smaller = bool((row.config.get("searcher") or {}).get("smaller_is_better", True))
         (smaller_ids if smaller else larger_ids).append(row.id)
-    value = Run.searcher_metric_value
+    q = _EXPERIMENT_QUERIES
     best_ids: list[int] = []
-    for ids, order in ((smaller_ids, value.asc()), (larger_ids, value.desc())):
-        if not ids:
-            continue
-        best = (
-            select(Run.id)
-            .where(Run.experiment_id == Experiment.id, value.is_not(None))
-            .order_by(order, Run.id)
-            .limit(1)
-            .correlate(Experiment)
-            .scalar_subquery()
-        )
-        best_ids += [
-            run_id
-            for run_id in session.scalars(select(best).where(Experiment.id.in_(ids)))
-            if run_id is not None
-        ]
+    for ids, statement in ((smaller_ids, q.best_smallest), (larger_ids, q.best_largest)):
+        if ids:
+            best_ids += [r for (r,) in core_rows(session, statement, {"ids": ids}) if r is not None]
     if not best_ids:
         return {}
     return {
         exp_id: (int(run_id), clean_float(metric))
-        for run_id, exp_id, metric in session.execute(
-            select(Run.id, Run.experiment_id, value).where(Run.id.in_(best_ids))
-        )
+        for run_id, exp_id, metric in core_rows(session, q.best_values, {"ids": best_ids})
     }
+
+
+class _ExperimentQueries:
+    """The statements of :func:`experiments`, built once; ``:ids`` expands to the ids given."""
+
+    def __init__(self) -> None:
+        ids: Any = bindparam("ids", expanding=True)
+        r, a, c = Run.__table__.c, Allocation.__table__.c, Checkpoint.__table__.c
+        e, u = Experiment.__table__.c, User.__table__.c
+        self.trial_ids = (
+            select(r.experiment_id, r.id).where(r.experiment_id.in_(ids)).order_by(r.id)
+        )
+        self.allocation_states = (
+            select(r.experiment_id, a.state)
+            .join(Run.__table__, r.id == a.trial_id)
+            .where(r.experiment_id.in_(ids), a.state.in_(("ASSIGNED", "RUNNING")))
+            .distinct()
+        )
+        self.checkpoint_totals = (
+            select(c.experiment_id, func.count(c.id), func.coalesce(func.sum(c.size), 0))
+            .where(c.experiment_id.in_(ids), c.state.in_(STORED_CHECKPOINT_STATES))
+            .group_by(c.experiment_id)
+        )
+        self.owners = select(u.id, u.username, u.display_name).where(u.id.in_(ids))
+        value = r.searcher_metric_value
+
+        def best(order: Any) -> Any:
+            top = (
+                select(r.id)
+                .where(r.experiment_id == e.id, value.is_not(None))
+                .order_by(order, r.id)
+                .limit(1)
+                .correlate(Experiment.__table__)
+                .scalar_subquery()
+            )
+            return select(top).where(e.id.in_(ids))
+
+        self.best_smallest = best(value.asc())
+        self.best_largest = best(value.desc())
+        self.best_values = select(r.id, r.experiment_id, value).where(r.id.in_(ids))
+
+
+_EXPERIMENT_QUERIES = _ExperimentQueries()
 
 
 def job_summary(row: Experiment) -> dict[str, Any]:

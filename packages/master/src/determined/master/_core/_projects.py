@@ -16,7 +16,7 @@ import string
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -30,6 +30,7 @@ from determined.master.db import (
     Run,
     User,
     Workspace,
+    core_rows,
     registered_versions,
     utcnow,
 )
@@ -168,26 +169,46 @@ def project_json(session: Session, row: Project) -> dict[str, Any]:
     }
 
 
+_NO_PROJECT = {
+    "projectName": "",
+    "workspaceId": 0,
+    "workspaceName": "",
+    "parentArchived": False,
+    "projectOwnerId": 0,
+}
+
+
+def _names_query() -> Any:
+    p, w = Project.__table__.c, Workspace.__table__.c
+    return (
+        select(p.id, p.name, p.workspace_id, p.archived, p.user_id, w.name, w.archived)
+        .outerjoin(Workspace.__table__, w.id == p.workspace_id)
+        .where(p.id.in_(bindparam("ids", expanding=True)))
+    )
+
+
+_NAMES = _names_query()
+
+
 def project_names(session: Session, project_id: int) -> dict[str, Any]:
     """The experiment-side fields of a project: ``projectName``, ``workspaceId``, ...
     (for experiments' wire shape)."""
-    project = session.get(Project, project_id)
-    if project is None:
-        return {
-            "projectName": "",
-            "workspaceId": 0,
-            "workspaceName": "",
-            "parentArchived": False,
-            "projectOwnerId": 0,
+    return projects_names(session, [project_id])[project_id]
+
+
+def projects_names(session: Session, project_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """:func:`project_names` of many projects in one statement (a missing project: empty names)."""
+    out = {pid: dict(_NO_PROJECT) for pid in project_ids}
+    rows = core_rows(session, _NAMES, {"ids": list(set(project_ids))})
+    for pid, name, ws_id, archived, owner, ws_name, ws_archived in rows:
+        out[pid] = {
+            "projectName": name,
+            "workspaceId": ws_id,
+            "workspaceName": ws_name or "",
+            "parentArchived": bool(archived or ws_archived),
+            "projectOwnerId": owner if owner is not None else 1,
         }
-    workspace = session.get(Workspace, project.workspace_id)
-    return {
-        "projectName": project.name,
-        "workspaceId": project.workspace_id,
-        "workspaceName": workspace.name if workspace is not None else "",
-        "parentArchived": bool(project.archived or (workspace is not None and workspace.archived)),
-        "projectOwnerId": project.user_id if project.user_id is not None else 1,
-    }
+    return out
 
 
 def resolve_by_names(session: Session, workspace_name: str, project_name: str) -> int:

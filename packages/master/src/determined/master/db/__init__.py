@@ -26,6 +26,7 @@ from determined.master.db._models import (
 )
 from determined.master.db._queries import (
     checkpoint_validation_metrics,
+    core_rows,
     latest_completed_checkpoint,
     registered_versions,
     validation_at_step,
@@ -86,6 +87,7 @@ __all__ = [
     "Workspace",
     "WorkspacePin",
     "checkpoint_validation_metrics",
+    "core_rows",
     "latest_completed_checkpoint",
     "registered_versions",
     "utcnow",

@@ -6,12 +6,27 @@ One definition each, so the answer cannot differ between the REST API, the UI an
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select
+from sqlalchemy import Executable, Result, select
 from sqlalchemy.orm import Session
 
 from determined.master.db._models import Checkpoint, Metric, Model, ModelVersion
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
+
+def core_rows(
+    session: Session, statement: Executable, params: dict[str, Any]
+) -> Result[Unpack[tuple[Any, ...]]]:
+    """Run a prebuilt Core statement (table columns, not ORM entities) in ``session``'s transaction.
+
+    Core statements skip the ORM's per-call work (statement building, cache keys, entity loading),
+    most of the CPU of a read route; they also skip autoflush, so pending changes are flushed here
+    first, as an ORM query would (a no-op when the session holds none)."""
+    session.flush()
+    return session.connection().execute(statement, params)
 
 
 def validation_at_step(
