@@ -153,6 +153,7 @@ def test_experiment_reads_patch_archive_delete(client: Any, config_of: Any, tmp_
     r = client.request("DELETE", f"/api/v1/experiments/{exp_id}")
     assert r.status_code == 200, r.text
     _error(client.request("GET", f"/api/v1/experiments/{exp_id}"), 404)
+    _error(client.request("GET", f"/api/v1/experiments/{exp_id}/trials"), 404)
     _error(client.request("GET", f"/api/v1/checkpoints/{ckpts[0]['uuid']}"), 404)
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 from fastapi import Depends, Request
-from sqlalchemy import func, select
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from determined.master._api import _serialize
@@ -40,7 +40,7 @@ from determined.master._core._experiments import ExperimentPatch
 from determined.master._core._quotas import check_experiment_quota
 from determined.master._limits import check_experiment_config
 from determined.master._wire import TERMINAL_STATES, APIError, get, pagination, sub_object, unstate
-from determined.master.db import Experiment, Metric, Run, User
+from determined.master.db import Experiment, Metric, Run, User, core_rows
 from determined.master.db._visibility import experiments_visible
 
 router = api_router(tags=["Experiments"])
@@ -83,6 +83,12 @@ def validate_config(master: Any, raw: Any, storage: dict[str, Any] | None = None
         raise APIError(400, f"invalid experiment configuration: {e}") from None
     check_experiment_config(master.config, validated.config)  # docs/security.md
     return validated
+
+
+_LIVE_EXPERIMENT = select(Experiment.__table__.c.id).where(
+    Experiment.__table__.c.id == bindparam("id"), Experiment.__table__.c.state != "DELETED"
+)
+"""One row when the experiment exists and is not deleted (what :func:`_get_exp` checks)."""
 
 
 def _get_exp(session: Session, exp_id: int) -> Experiment:
@@ -407,7 +413,9 @@ def experiment_trials(
         raise APIError(400, f"orderBy: unsupported value {order!r}")
     desc = order == "ORDER_BY_DESC"
     with master_of(request).db.read() as session:
-        exp = _get_exp(session, experiment_id)
+        # the state only (not the row with its config and original YAML) unless a sort needs it
+        if core_rows(session, _LIVE_EXPERIMENT, {"id": experiment_id}).first() is None:
+            raise APIError(404, f"experiment {experiment_id} not found")
         stmt = select(Run).where(Run.experiment_id == experiment_id)
         states = [unstate(s) for s in q.getlist("states") if s]
         if states:
@@ -419,6 +427,7 @@ def experiment_trials(
             page = rows[offset : offset + limit] if limit else rows[offset:]
             trials = _serialize.trials(session, page)
         else:
+            exp = _get_exp(session, experiment_id)
             searcher = (exp.config or {}).get("searcher") or {}
             ordered = sort_trial_json(
                 _serialize.trials(session, rows),
