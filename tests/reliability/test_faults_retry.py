@@ -90,13 +90,15 @@ def _closed_port() -> int:
 
 def test_retry_window_is_honoured_when_the_master_is_gone() -> None:
     """Nothing listens: a trial session with a 1.5 s window gives up after 1.5 s, not before,
-    and not after its capped backoff."""
+    and long before the default window."""
     session = Session(f"http://127.0.0.1:{_closed_port()}", "t", retry_window=1.5, backoff=0.05)
     started = time.monotonic()
     with pytest.raises(_errors.MasterNotFoundError):
         session.request("POST", "/api/v1/trials/1/progress", body=0.5)
     elapsed = time.monotonic() - started
-    assert 1.5 <= elapsed < 1.5 + _session.MAX_BACKOFF_S + 3, elapsed
+    # the upper bound tells the window given from the default one (600 s), with room for a loaded
+    # machine: a tighter one would measure this host's speed, not the session
+    assert 1.5 <= elapsed < 1.5 + _session.MAX_BACKOFF_S + 30, elapsed
 
 
 def test_window_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
