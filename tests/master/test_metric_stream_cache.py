@@ -162,3 +162,11 @@ def test_a_built_reply_is_one_body_with_a_length_and_a_large_one_streams(
     assert streamed.headers.get("transfer-encoding") == "chunked"
     assert streamed.content == whole.content
     assert _read(client, trial) == [(1, 1.0), (2, 0.5), (3, 1.0 / 3)]
+
+
+def test_an_empty_trial_id_is_refused_naming_the_parameter(client: Client) -> None:
+    trial = _paused_trial(client)
+    for ids in ([""], [trial, ""]):
+        r = client.request("GET", PATH, params={"trialIds": ids, "group": "training"})
+        assert r.status_code == 400, r.text
+        assert "trialIds" in r.text

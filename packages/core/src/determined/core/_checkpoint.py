@@ -107,7 +107,7 @@ class CheckpointContext:
         allocation_id: str | None = None,
         storage_backend_id: int | None = None,
         require_steps_completed: bool = False,
-        on_report: Callable[[], None] | None = None,
+        on_report: Callable[[], object] | None = None,
     ) -> None:
         self._dist = distributed
         self._storage_manager = storage_manager

@@ -228,7 +228,7 @@ def _axis_length(spec: Any, path: str) -> int:
     count = _count(spec, path)
     if kind == "int":
         low, high = _bounds(spec, path, integer=True)
-        return max(min(count, high - low + 1), 1)
+        return int(max(min(count, high - low + 1), 1))
     return count
 
 

@@ -337,9 +337,10 @@ def post_run_metadata(
 
 def _metrics_stream(request: Request, p: Principal, group: str | None) -> Response:
     q = request.query_params
-    ids = [int_param(t, "trialIds") for t in q.getlist("trialIds") + q.getlist("trial_ids")]
-    if not ids:
-        raise APIError(400, "trialIds: at least one trial id is required")
+    given = [int_param(t, "trialIds") for t in q.getlist("trialIds") + q.getlist("trial_ids")]
+    ids = [trial_id for trial_id in given if trial_id is not None]
+    if not ids or len(ids) != len(given):
+        raise APIError(400, "trialIds: at least one trial id is required, and no empty one")
     group = group or q.get("group") or "training"
     if group.startswith("METRIC_TYPE_"):
         group = group[len("METRIC_TYPE_") :].lower()

@@ -9,7 +9,7 @@ searcher: their trials get one operation of the full length.
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 from determined.master._core._allocations import Allocations
 from determined.master._core._experiments import get_trial
@@ -61,7 +61,7 @@ class SearcherOperations:
             run, exp = get_trial(session, trial_id)
             answer = self._answer_without_searcher(run, exp, caller_allocation_id)
             if answer is not _ASK_SEARCHER:
-                return answer
+                return cast("int | None", answer)
             searcher = self._searchers.of(exp)
             if run.request_id in searcher.op_lengths:
                 return self._ask(searcher, run.request_id)
@@ -69,7 +69,7 @@ class SearcherOperations:
             run, exp = get_trial(session, trial_id)
             answer = self._answer_without_searcher(run, exp, caller_allocation_id)
             if answer is not _ASK_SEARCHER:
-                return answer
+                return cast("int | None", answer)
             searcher = self._searchers.of(exp)
             length = self._ask(searcher, run.request_id)
             # Persists that the trial uses operations.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import delete, event, insert, select
 from sqlalchemy.orm import Session
@@ -27,6 +27,9 @@ from sqlalchemy.orm import Session
 from determined.master._core._searcher_journal import JournaledSearcher
 from determined.master.db import Database, Experiment, ExperimentSnapshot, utcnow
 from determined.master.db._searcher_models import SearcherEvent
+
+if TYPE_CHECKING:
+    from sqlalchemy import Table
 
 COMPACT_MIN_EVENTS = 1000
 """Fewest calls in the log before it is compacted into a snapshot."""
@@ -51,7 +54,7 @@ def _builtin_method_types() -> tuple[type, ...]:
     return (AdaptiveASHASearch, AsyncHalvingSearch, GridSearch, PBTSearch, RandomSearch)
 
 
-_INSERT = insert(SearcherEvent.__table__)
+_INSERT = insert(cast("Table", SearcherEvent.__table__))
 _WATCHED = "det_searcher_logs"
 
 

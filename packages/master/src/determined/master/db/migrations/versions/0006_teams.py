@@ -13,6 +13,7 @@ Create Date: 2026-11-25 15:20:00.000000
 from __future__ import annotations
 
 import datetime
+from typing import Any
 
 import sqlalchemy as sa
 from alembic import op
@@ -23,13 +24,13 @@ branch_labels = None
 depends_on = None
 
 
-def _created_at() -> sa.Column:
+def _created_at() -> sa.Column[Any]:
     return sa.Column("created_at", sa.DateTime(timezone=True), nullable=False)
 
 
-def _table(name: str, **extra: sa.types.TypeEngine) -> sa.TableClause:
+def _table(name: str, **extra: sa.types.TypeEngine[Any]) -> sa.TableClause:
     """A lightweight table of the seeded columns, typed so that JSON and datetimes bind right."""
-    columns = {
+    columns: dict[str, Any] = {
         "id": sa.Integer(),
         "name": sa.String(),
         "archived": sa.Boolean(),

@@ -11,6 +11,8 @@ Create Date: 2026-11-25 17:30:00.000000
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -20,7 +22,7 @@ branch_labels = None
 depends_on = None
 
 
-def _trial_fk() -> sa.Column:
+def _trial_fk() -> sa.Column[Any]:
     return sa.Column(
         "trial_id", sa.Integer(), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False
     )

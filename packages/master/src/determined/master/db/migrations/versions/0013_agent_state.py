@@ -10,6 +10,8 @@ Create Date: 2026-11-28 15:10:00.000000
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
@@ -19,7 +21,7 @@ branch_labels = None
 depends_on = None
 
 
-def _switch_columns() -> list[sa.Column[bool]]:
+def _switch_columns() -> list[sa.Column[Any]]:
     return [
         sa.Column("enabled", sa.Boolean(), nullable=False),
         sa.Column("draining", sa.Boolean(), nullable=False),
