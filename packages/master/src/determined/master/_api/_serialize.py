@@ -9,6 +9,7 @@ from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session
 
 from determined.master._core._projects import projects_names
+from determined.master._core._trial_tasks import trials_task_ids
 from determined.master._wire import clean_float, state, ts
 from determined.master.db import (
     Allocation,
@@ -16,7 +17,6 @@ from determined.master.db import (
     Experiment,
     Metric,
     Run,
-    Task,
     User,
     core_rows,
     utcnow,
@@ -102,24 +102,17 @@ def trials(session: Session, rows: Sequence[Run]) -> list[dict[str, Any]]:
         return []
     ids = [row.id for row in rows]
     q = _TRIAL_QUERIES
-
-    def run(statement: Any, params: dict[str, Any]) -> Any:
-        return core_rows(session, statement, params)
-
-    metric_ids = [
-        i
-        for i in {m for row in rows for m in (row.latest_validation_id, row.best_validation_id)}
-        if i
-    ]
-    workloads = {m.id: m for m in run(q.workloads, {"ids": metric_ids})} if metric_ids else {}
-    totals = {
-        int(owner): (int(count), int(size))
-        for owner, count, size in run(q.checkpoint_totals, {"ids": ids})
-    }
-    best_ckpts = {c.trial_id: c for c in run(q.newest_checkpoints, {"ids": ids})}
-    tasks: dict[int, list[str]] = {}
-    for trial_id, task_id in run(q.task_ids, {"ids": ids}):
-        tasks.setdefault(trial_id, []).append(task_id)
+    metric_ids = list(
+        {i for row in rows for i in (row.latest_validation_id, row.best_validation_id) if i}
+    )
+    workloads = (
+        {m.id: m for m in core_rows(session, q.workloads, {"ids": metric_ids})}
+        if metric_ids
+        else {}
+    )
+    totals = _checkpoint_totals(session, q.checkpoint_totals, ids)
+    best_ckpts = {c.trial_id: c for c in core_rows(session, q.newest_checkpoints, {"ids": ids})}
+    tasks = trials_task_ids(session, ids)
     return [
         _trial(
             row,
@@ -218,10 +211,7 @@ def experiments(
     if active:
         for exp_id, alloc_state in core_rows(session, q.allocation_states, {"ids": active}):
             allocation_states.setdefault(exp_id, set()).add(alloc_state)
-    totals = {
-        int(owner): (int(count), int(size))
-        for owner, count, size in core_rows(session, q.checkpoint_totals, {"ids": ids})
-    }
+    totals = _checkpoint_totals(session, q.checkpoint_totals, ids)
     owners = {u.id: u for u in core_rows(session, q.owners, {"ids": [r.owner_id for r in rows]})}
     projects = projects_names(session, [row.project_id for row in rows])
     return [
@@ -296,18 +286,31 @@ STORED_CHECKPOINT_STATES = ("COMPLETED", "PARTIALLY_DELETED")
 """The checkpoints whose files count in sizes and counts (upstream's: all but DELETED ones)."""
 
 
+def _checkpoint_totals_query(key: Any) -> Any:
+    """Count and total size of the stored checkpoints grouped by ``key`` (the trial or experiment
+    id column of the checkpoints table), for the keys in ``:ids``."""
+    c = Checkpoint.__table__.c
+    return (
+        select(key, func.count(c.id), func.coalesce(func.sum(c.size), 0))
+        .where(key.in_(bindparam("ids", expanding=True)), c.state.in_(STORED_CHECKPOINT_STATES))
+        .group_by(key)
+    )
+
+
+def _checkpoint_totals(session: Session, query: Any, ids: list[int]) -> dict[int, tuple[int, int]]:
+    """``query`` (a :func:`_checkpoint_totals_query`) run for ``ids``: key -> (count, size)."""
+    rows = core_rows(session, query, {"ids": ids})
+    return {int(owner): (int(count), int(size)) for owner, count, size in rows}
+
+
 class _TrialQueries:
     """The statements of :func:`trials`, built once; ``:ids`` expands to the trial (or metric) ids."""
 
     def __init__(self) -> None:
         ids: Any = bindparam("ids", expanding=True)
-        m, c, t = Metric.__table__.c, Checkpoint.__table__.c, Task.__table__.c
+        m, c = Metric.__table__.c, Checkpoint.__table__.c
         self.workloads = select(m.id, m.end_time, m.metrics, m.total_batches).where(m.id.in_(ids))
-        self.checkpoint_totals = (
-            select(c.trial_id, func.count(c.id), func.coalesce(func.sum(c.size), 0))
-            .where(c.trial_id.in_(ids), c.state.in_(STORED_CHECKPOINT_STATES))
-            .group_by(c.trial_id)
-        )
+        self.checkpoint_totals = _checkpoint_totals_query(c.trial_id)
         ranked = (
             select(
                 c.id,
@@ -322,11 +325,6 @@ class _TrialQueries:
             select(c.trial_id, c.uuid, c.steps_completed, c.state, c.report_time, c.resources)
             .join(ranked, ranked.c.id == c.id)
             .where(ranked.c.n == 1)
-        )
-        self.task_ids = (
-            select(t.trial_id, t.task_id)
-            .where(t.trial_id.in_(ids))
-            .order_by(t.start_time, t.task_id)
         )
 
 
@@ -408,11 +406,7 @@ class _ExperimentQueries:
             .where(r.experiment_id.in_(ids), a.state.in_(("ASSIGNED", "RUNNING")))
             .distinct()
         )
-        self.checkpoint_totals = (
-            select(c.experiment_id, func.count(c.id), func.coalesce(func.sum(c.size), 0))
-            .where(c.experiment_id.in_(ids), c.state.in_(STORED_CHECKPOINT_STATES))
-            .group_by(c.experiment_id)
-        )
+        self.checkpoint_totals = _checkpoint_totals_query(c.experiment_id)
         self.owners = select(u.id, u.username, u.display_name).where(u.id.in_(ids))
         value = r.searcher_metric_value
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from determined.master.db import Experiment, Run, Task, utcnow
+from determined.master.db import Experiment, Run, Task, core_rows, utcnow
 
 
 def trial_task_ids(session: Session, trial_id: int) -> list[str]:
@@ -26,14 +26,18 @@ def trial_task_ids(session: Session, trial_id: int) -> list[str]:
     return [task_id for task_id, _ in rows]
 
 
+_TRIALS_TASK_IDS = (
+    select(Task.__table__.c.trial_id, Task.__table__.c.task_id)
+    .where(Task.__table__.c.trial_id.in_(bindparam("ids", expanding=True)))
+    .order_by(Task.__table__.c.start_time, Task.__table__.c.task_id)
+)
+"""Built once: :func:`trials_task_ids` is on every trial read (see ``_api/_serialize.trials``)."""
+
+
 def trials_task_ids(session: Session, trial_ids: Sequence[int]) -> dict[int, list[str]]:
     """:func:`trial_task_ids` of many trials in one query (trials without tasks are left out)."""
     out: dict[int, list[str]] = {}
-    for trial_id, task_id in session.execute(
-        select(Task.trial_id, Task.task_id)
-        .where(Task.trial_id.in_(trial_ids))
-        .order_by(Task.start_time, Task.task_id)
-    ):
+    for trial_id, task_id in core_rows(session, _TRIALS_TASK_IDS, {"ids": list(trial_ids)}):
         if trial_id is not None:  # the IN filter leaves none; the column is nullable
             out.setdefault(trial_id, []).append(task_id)
     return out
