@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 from fastapi import Request
-from sqlalchemy import event, inspect, select
+from sqlalchemy import bindparam, event, inspect, select
 from starlette.requests import HTTPConnection
 
 from determined.master import _auth
@@ -348,6 +348,19 @@ def authenticate_sync(request: Request) -> Principal:
     return principal
 
 
+_SESSION_BY_HASH = select(UserSession).where(UserSession.token_hash == bindparam("digest"))
+_LIVE_ALLOCATION_BY_HASH = (
+    select(Allocation.allocation_id, Allocation.task_id, Run.id, Experiment.id, User)
+    .join(Run, Run.id == Allocation.trial_id)
+    .join(Experiment, Experiment.id == Run.experiment_id)
+    .join(User, User.id == Experiment.owner_id)
+    .where(Allocation.token_hash == bindparam("digest"), Allocation.end_time.is_(None))
+)
+"""A live trial allocation's token: the trial, its experiment and the experiment's owner (whose
+rights the trial acts with) in one SELECT. Both statements are built once: every trial's first
+request, and every user's after the cache's few seconds, runs them."""
+
+
 def _resolve(request: Request) -> Principal:
     master = master_of(request)
     candidates = _candidate_tokens(request)
@@ -358,7 +371,7 @@ def _resolve(request: Request) -> Principal:
     with master.db.read() as session:
         for token in candidates:
             digest = _auth.token_hash(token)
-            sess = session.scalar(select(UserSession).where(UserSession.token_hash == digest))
+            sess = session.scalar(_SESSION_BY_HASH, {"digest": digest})
             if sess is not None:
                 expiry = as_utc(sess.expiry)
                 if sess.revoked_at is None and expiry is not None and expiry > utcnow():
@@ -368,15 +381,7 @@ def _resolve(request: Request) -> Principal:
                         principal = Principal(user, None, sess.id)
                         cache.put(digest, principal, expiry)
                         return principal
-            # A live trial allocation's token: the trial, its experiment and the experiment's
-            # owner (whose rights the trial acts with) in one SELECT.
-            found = session.execute(
-                select(Allocation.allocation_id, Allocation.task_id, Run.id, Experiment.id, User)
-                .join(Run, Run.id == Allocation.trial_id)
-                .join(Experiment, Experiment.id == Run.experiment_id)
-                .join(User, User.id == Experiment.owner_id)
-                .where(Allocation.token_hash == digest, Allocation.end_time.is_(None))
-            ).first()
+            found = session.execute(_LIVE_ALLOCATION_BY_HASH, {"digest": digest}).first()
             if found is not None:
                 allocation_id, task_id, trial_id, experiment_id, user = found
                 session.expunge(user)

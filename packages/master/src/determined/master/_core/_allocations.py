@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from determined.master import _auth
@@ -35,6 +35,12 @@ def trial_session_description(allocation_id: str) -> str:
     return f"trial allocation {allocation_id}"
 
 
+_TRIAL_SESSION = select(UserSession).where(
+    UserSession.description == bindparam("description"), UserSession.revoked_at.is_(None)
+)
+_TRIAL_SESSION_BY_HASH = _TRIAL_SESSION.where(UserSession.token_hash == bindparam("digest"))
+
+
 def revoke_trial_session(session: Session, allocation_id: str, user_token: str = "") -> None:
     """Revoke the owner's session handed to an allocation's trial (``DET_USER_TOKEN``).
 
@@ -43,13 +49,10 @@ def revoke_trial_session(session: Session, allocation_id: str, user_token: str =
     every session ever made, once per trial exit, was the one per-trial cost that grew with the
     number of trials run.
     """
-    where = [
-        UserSession.description == trial_session_description(allocation_id),
-        UserSession.revoked_at.is_(None),
-    ]
+    params = {"description": trial_session_description(allocation_id)}
     if user_token:
-        where.append(UserSession.token_hash == _auth.token_hash(user_token))
-    rows = session.scalars(select(UserSession).where(*where))
+        params["digest"] = _auth.token_hash(user_token)
+    rows = session.scalars(_TRIAL_SESSION_BY_HASH if user_token else _TRIAL_SESSION, params)
     for row in rows:
         row.revoked_at = utcnow()  # an ORM write, so the authentication cache drops it at once
 

@@ -22,7 +22,7 @@ import traceback
 from typing import Any
 
 import sqlalchemy
-from sqlalchemy import select, text, update
+from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.orm import Session, undefer
 
 from determined.master._core import _launch
@@ -46,8 +46,13 @@ from determined.master.db import (
 
 logger = logging.getLogger("determined.master")
 
-_WITH_CONTEXT = undefer(Experiment.model_definition)
-"""Load the deferred context tarball with the experiment: the trial's launch extracts it."""
+_LAUNCH_ROWS = (
+    select(Run, Experiment, User)
+    .join(Experiment, Experiment.id == Run.experiment_id)
+    .outerjoin(User, User.id == Experiment.owner_id)
+    .where(Run.id == bindparam("trial_id"))
+    .options(undefer(Experiment.model_definition))  # the launch extracts the context tarball
+)
 _DB_FRESH_S = 1.0
 """A database that answered a statement this recently, with no error since, is not probed before an
 event (a healthy, busy master pays nothing; an idle one probes once per event)."""
@@ -234,7 +239,9 @@ class AllocationEvents:
         from determined.master.rm import LaunchSpec
 
         with self._db.write() as session:
-            _set_allocation(session, aid, state="ASSIGNED")
+            session.connection().execute(
+                _SET_ALLOCATION_STATE, {"aid": aid, "new_state": "ASSIGNED"}
+            )
             for warning in warnings:
                 master_log(session, run.task_id, warning, "LOG_LEVEL_WARNING", aid)
             master_log(
@@ -301,7 +308,10 @@ class AllocationEvents:
             self.tasks.started(allocation_id, pid)
             return
         with self._db.write() as session:
-            _set_allocation(session, allocation_id, pid=pid, state="RUNNING", start_time=utcnow())
+            session.connection().execute(
+                _SET_ALLOCATION_RUNNING,
+                {"aid": allocation_id, "new_pid": pid, "started": utcnow()},
+            )
 
     def _exited(self, allocation_id: str, exit_code: int | None, error: str | None) -> None:
         if self.tasks is not None and self.tasks.owns(allocation_id):
@@ -351,25 +361,24 @@ def _launch_rows(
 ) -> tuple[Run | None, Experiment | None, User | None]:
     """What a trial's launch reads: its run, its experiment with the context and the experiment's
     owner, in one SELECT."""
-    row = session.execute(
-        select(Run, Experiment, User)
-        .join(Experiment, Experiment.id == Run.experiment_id)
-        .outerjoin(User, User.id == Experiment.owner_id)
-        .where(Run.id == trial_id)
-        .options(_WITH_CONTEXT)
-    ).first()
+    row = session.execute(_LAUNCH_ROWS, {"trial_id": trial_id}).first()
     if row is None:
         return None, None, None
     return row[0], row[1], row[2]
 
 
-def _set_allocation(session: Session, allocation_id: str, **values: Any) -> None:
-    """Set columns of an allocation row without loading it first (none of these columns is one
-    the authentication cache watches; see ``_deps.AuthCache``)."""
-    session.execute(
-        update(Allocation).where(Allocation.allocation_id == allocation_id).values(**values),
-        execution_options={"synchronize_session": False},
-    )
+_SET_ALLOCATION_STATE = (
+    update(Allocation)
+    .where(Allocation.allocation_id == bindparam("aid"))
+    .values(state=bindparam("new_state"))
+)
+_SET_ALLOCATION_RUNNING = (
+    update(Allocation)
+    .where(Allocation.allocation_id == bindparam("aid"))
+    .values(state="RUNNING", pid=bindparam("new_pid"), start_time=bindparam("started"))
+)
+"""Core, built once, and the rows are not loaded: none of these columns is one the
+authentication cache watches (see ``_deps.AuthCache``)."""
 
 
 def _log_new_runner(session: Session, task_id: str, aid: str, config: dict[str, Any]) -> None:

@@ -11,7 +11,7 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.util import identity_key
 
@@ -48,15 +48,19 @@ def get_experiment(session: Session, exp_id: int) -> Experiment:
     return exp
 
 
+_TRIAL_WITH_EXPERIMENT = (
+    select(Run, Experiment)
+    .outerjoin(Experiment, Experiment.id == Run.experiment_id)
+    .where(Run.id == bindparam("trial_id"))
+)
+"""Built once: building the statement and its cache key was a third of each call's CPU."""
+
+
 def get_trial(session: Session, trial_id: int) -> tuple[Run, Experiment]:
     """A trial and its experiment, or a 404 (one joined SELECT when neither is loaded yet: this is
     on every trial request's path)."""
     if identity_key(Run, trial_id) not in session.identity_map:
-        row = session.execute(
-            select(Run, Experiment)
-            .outerjoin(Experiment, Experiment.id == Run.experiment_id)
-            .where(Run.id == trial_id)
-        ).first()
+        row = session.execute(_TRIAL_WITH_EXPERIMENT, {"trial_id": trial_id}).first()
         if row is not None and row[1] is not None:
             return row[0], row[1]
     run = session.get(Run, trial_id)

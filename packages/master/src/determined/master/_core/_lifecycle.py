@@ -11,7 +11,7 @@ import collections
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from determined.master import _wire
@@ -23,6 +23,13 @@ from determined.master._wire import STOP_TO_TERMINAL
 from determined.master.db import Experiment, Run, Task, latest_completed_checkpoint, utcnow
 
 DEFAULT_PREEMPTION_TIMEOUT = 3600.0
+
+# Statements of every trial's path, built once (building one and its cache key costs about what
+# running it does).
+_RUN_OF_REQUEST = select(Run).where(
+    Run.experiment_id == bindparam("exp_id"), Run.request_id == bindparam("request_id")
+)
+_END_TASK = update(Task).where(Task.task_id == bindparam("tid")).values(end_time=bindparam("ended"))
 
 
 class Lifecycle:
@@ -113,9 +120,7 @@ class Lifecycle:
         self.maybe_finish(session, exp)
 
     def _searcher_stop(self, session: Session, exp: Experiment, request_id: str) -> list[Any]:
-        run = session.scalar(
-            select(Run).where(Run.experiment_id == exp.id, Run.request_id == request_id)
-        )
+        run = session.scalar(_RUN_OF_REQUEST, {"exp_id": exp.id, "request_id": request_id})
         if run is None or run.state in _wire.TERMINAL_STATES:
             return []
         run.early_stopped_by_searcher = True
@@ -208,7 +213,9 @@ class Lifecycle:
             # The trial's current task ends with it (an UPDATE: loading the row first cost a
             # SELECT on every trial's end).
             session.execute(
-                update(Task).where(Task.task_id == run.task_id).values(end_time=run.end_time)
+                _END_TASK,
+                {"tid": run.task_id, "ended": run.end_time},
+                execution_options={"synchronize_session": False},
             )
         master_log(session, run.task_id, f"Trial {run.id} is now {new_state}")
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import threading
 from typing import Any, cast
 
+from sqlalchemy import bindparam, select
+
 from determined.master._core._allocations import Allocations
 from determined.master._core._experiments import get_trial
 from determined.master._core._lifecycle import Lifecycle
@@ -20,6 +22,19 @@ from determined.master._wire import TERMINAL_STATES, APIError
 from determined.master.db import Experiment, Run
 
 _LIVE_STATES = ("ACTIVE", "PAUSED")
+_TRIAL_GATE = (
+    select(
+        Run.state,
+        Run.request_id,
+        Run.early_stopped_by_searcher,
+        Experiment.id.label("exp_id"),
+        Experiment.state.label("exp_state"),
+    )
+    .join(Experiment, Experiment.id == Run.experiment_id)
+    .where(Run.id == bindparam("trial_id"))
+)
+"""What a trial's every ``searcher/operation`` question reads (Core, built once: the ORM rows of
+the trial and its experiment, config decoded, were most of the route's CPU)."""
 _ASK_SEARCHER = object()
 """What :meth:`SearcherOperations._answer_without_searcher` returns when the searcher decides."""
 
@@ -42,13 +57,13 @@ class SearcherOperations:
         self._continued_done: dict[tuple[int, int], int] = {}
         """For experiments re-run by ``continue``: (trial id, run id) -> completed length."""
 
-    def _check_caller(self, caller_allocation_id: str | None, run: Run) -> None:
+    def _check_caller(self, caller_allocation_id: str | None, run_id: int) -> None:
         """A trial's allocation token may only drive its own trial's operations."""
         if caller_allocation_id is None:
             return
         trial_id = self._allocations.trial_of(caller_allocation_id)
-        if trial_id is not None and trial_id != run.id:
-            raise APIError(403, f"allocation {caller_allocation_id} does not run trial {run.id}")
+        if trial_id is not None and trial_id != run_id:
+            raise APIError(403, f"allocation {caller_allocation_id} does not run trial {run_id}")
 
     def next_operation(self, trial_id: int, caller_allocation_id: str | None) -> int | None:
         """The length the trial should train to next; None once the searcher needs nothing more
@@ -58,13 +73,21 @@ class SearcherOperations:
         operations protocol); every later one is answered in a read, without a write transaction.
         """
         with self._transactions.lock, self._transactions.db.read() as session:
-            run, exp = get_trial(session, trial_id)
-            answer = self._answer_without_searcher(run, exp, caller_allocation_id)
-            if answer is not _ASK_SEARCHER:
-                return cast("int | None", answer)
-            searcher = self._searchers.of(exp)
-            if run.request_id in searcher.op_lengths:
-                return self._ask(searcher, run.request_id)
+            gate = session.connection().execute(_TRIAL_GATE, {"trial_id": trial_id}).first()
+            if gate is not None:  # else the write below answers the 404
+                self._check_caller(caller_allocation_id, trial_id)
+                if (
+                    gate.state not in _LIVE_STATES
+                    or gate.exp_state not in _LIVE_STATES
+                    or gate.early_stopped_by_searcher
+                ):
+                    return None
+                if self._searchers.is_continued(gate.exp_id):
+                    run, exp = get_trial(session, trial_id)
+                    return cast("int | None", self._answer_without_searcher(run, exp, None))
+                searcher = self._searchers.loaded(gate.exp_id)
+                if searcher is not None and gate.request_id in searcher.op_lengths:
+                    return self._ask(searcher, gate.request_id)
         with self._transactions.txn() as session:
             run, exp = get_trial(session, trial_id)
             answer = self._answer_without_searcher(run, exp, caller_allocation_id)
@@ -81,7 +104,7 @@ class SearcherOperations:
     ) -> int | object | None:
         """The answer when the searcher has no say (the trial or experiment is not live, or the
         experiment was re-run by ``continue``); :data:`_ASK_SEARCHER` otherwise."""
-        self._check_caller(caller_allocation_id, run)
+        self._check_caller(caller_allocation_id, run.id)
         if (
             run.state not in _LIVE_STATES
             or exp.state not in _LIVE_STATES
@@ -109,7 +132,7 @@ class SearcherOperations:
         """The trial trained to ``length``; the searcher hears it as a validation of ``metric``."""
         with self._transactions.txn() as session:
             run, exp = get_trial(session, trial_id)
-            self._check_caller(caller_allocation_id, run)
+            self._check_caller(caller_allocation_id, run.id)
             if exp.state in TERMINAL_STATES or run.state in TERMINAL_STATES:
                 return
             if self._searchers.is_continued(exp.id):

@@ -155,6 +155,15 @@ class SearcherStates:
             self.searchers[exp.id] = searcher
         return searcher
 
+    def loaded(self, exp_id: int) -> Any:
+        """The experiment's searcher if it is in memory and current, else None (then :meth:`of`
+        restores it): lets a read answer from it without loading the experiment row."""
+        searcher = self.searchers.get(exp_id)
+        log = self._logs.get(exp_id)
+        if searcher is None or log is None or log.stale:
+            return None
+        return searcher
+
     def _restore(self, exp: Experiment) -> JournaledSearcher:
         searcher = self._build(exp)
         log = self._logs[exp.id]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Executable, Result, select
+from sqlalchemy import Executable, Result, bindparam, select
 from sqlalchemy.orm import Session
 
 from determined.master.db._models import Checkpoint, Metric, Model, ModelVersion
@@ -60,14 +60,26 @@ def latest_completed_checkpoint(
 ) -> Checkpoint | None:
     """The trial's most recently reported COMPLETED checkpoint (what a restart resumes from);
     with ``max_steps``, the latest one of at most that many ``steps_completed``."""
-    query = select(Checkpoint).where(
-        Checkpoint.trial_id == trial_id, Checkpoint.state == "COMPLETED"
-    )
-    if max_steps is not None:
-        query = query.where(Checkpoint.steps_completed <= max_steps)
+    if max_steps is None:  # every trial's launch asks this one: built once
+        return session.scalar(_LATEST_COMPLETED, {"trial_id": trial_id})
     return session.scalar(
-        query.order_by(Checkpoint.report_time.desc(), Checkpoint.id.desc()).limit(1)
+        select(Checkpoint)
+        .where(
+            Checkpoint.trial_id == trial_id,
+            Checkpoint.state == "COMPLETED",
+            Checkpoint.steps_completed <= max_steps,
+        )
+        .order_by(Checkpoint.report_time.desc(), Checkpoint.id.desc())
+        .limit(1)
     )
+
+
+_LATEST_COMPLETED = (
+    select(Checkpoint)
+    .where(Checkpoint.trial_id == bindparam("trial_id"), Checkpoint.state == "COMPLETED")
+    .order_by(Checkpoint.report_time.desc(), Checkpoint.id.desc())
+    .limit(1)
+)
 
 
 def registered_versions(session: Session, uuids: Iterable[str]) -> dict[str, list[str]]:
