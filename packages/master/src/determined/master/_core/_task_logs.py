@@ -50,8 +50,13 @@ _PENDING = "det_master_log_lines"
 def _write_master_lines(session: Session) -> None:
     pending = session.info.pop(_PENDING, None)
     if pending:
-        # render_nulls: lines with and without an allocation share one statement
-        session.execute(insert(TaskLog).execution_options(render_nulls=True), pending)
+        # Core, built once: the ORM's bulk insert of these dicts cost several times the INSERT.
+        # Flushed first, as the commit would: a line may belong to a task added in this session.
+        session.flush()
+        session.connection().execute(_INSERT_LINE, pending)
+
+
+_INSERT_LINE = insert(TaskLog.__table__)
 
 
 @event.listens_for(Session, "after_rollback")
