@@ -433,7 +433,7 @@ def _start_once(
         _start_watchdog(cluster)
         cluster.wait_idle(timeout)
         for name, _ in cluster.extra_nodes:
-            _wait_for(
+            wait_for(
                 lambda name=name: (
                     "State=IDLE"
                     in cluster.run(  # type: ignore[misc]
@@ -500,9 +500,9 @@ def _start_daemons(cluster: SlurmCluster) -> None:
         f"--log-file={root / 'log' / 'munged.log'}",
         f"--seed-file={munge / 'munged.seed'}",
     )
-    _wait_for(lambda: socket_path.exists(), cluster, "munged's socket", 30)
+    wait_for(lambda: socket_path.exists(), cluster, "munged's socket", 30)
     spawn("slurmctld", "-D", "-i", "-f", str(cluster.conf))
-    _wait_for(
+    wait_for(
         lambda: "UP" in cluster.run("scontrol", "ping", check=False).stdout,
         cluster,
         "slurmctld to answer",
@@ -516,7 +516,9 @@ def _start_daemons(cluster: SlurmCluster) -> None:
         spawn("slurmd", "-D", "-N", name, "-f", str(cluster.conf), key=f"slurmd-{name}")
 
 
-def _wait_for(ready: Callable[[], bool], cluster: SlurmCluster, what: str, timeout: float) -> None:
+def wait_for(ready: Callable[[], bool], cluster: SlurmCluster, what: str, timeout: float) -> None:
+    """Poll ``ready`` until it holds; raises with the daemons' logs after ``timeout`` seconds or
+    when a daemon died."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         cluster._check_alive()

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pathlib
-import socket
 from collections.abc import Callable
 
 import pytest
 from cli.harness import Det
+from refused_port import refusing_socket
 
 
 def _one_line(err: str) -> str:
@@ -17,15 +17,10 @@ def _one_line(err: str) -> str:
     return lines[0]
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_master_down(det: Det) -> None:
-    url = f"localhost:{_closed_port()}"
-    code, out, err = det.run("-m", url, "e", "list")
+    with refusing_socket() as sock:
+        url = f"localhost:{sock.getsockname()[1]}"
+        code, out, err = det.run("-m", url, "e", "list")
     assert code == 1 and out == ""
     line = _one_line(err)
     assert line.startswith(f"no master at http://{url}")

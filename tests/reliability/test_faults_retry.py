@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from refused_port import refusing_socket
 
 from determined.client import MasterClient, Session, _errors, _session
 from determined.core import _metrics
@@ -28,8 +29,14 @@ class _Master(http.server.ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, port: int = 0) -> None:
-        super().__init__(("127.0.0.1", port), _Handler)
+    def __init__(self, sock: socket.socket | None = None) -> None:
+        """Serve a new loopback port, or ``sock``'s (bound, not yet listening)."""
+        super().__init__(("127.0.0.1", 0), _Handler, bind_and_activate=sock is None)
+        if sock is not None:
+            self.socket.close()
+            self.socket = sock
+            self.server_address = sock.getsockname()
+            self.server_activate()
         self.mode = "ok"
         self.requests: list[tuple[str, str, Any]] = []
         self.lock = threading.Lock()
@@ -81,21 +88,16 @@ def master() -> Iterator[_Master]:
     server.close()
 
 
-def _closed_port() -> int:
-    """A loopback port nothing listens on (connections are refused)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def test_retry_window_is_honoured_when_the_master_is_gone() -> None:
     """Nothing listens: a trial session with a 1.5 s window gives up after 1.5 s, not before,
     and long before the default window."""
-    session = Session(f"http://127.0.0.1:{_closed_port()}", "t", retry_window=1.5, backoff=0.05)
-    started = time.monotonic()
-    with pytest.raises(_errors.MasterNotFoundError):
-        session.request("POST", "/api/v1/trials/1/progress", body=0.5)
-    elapsed = time.monotonic() - started
+    with refusing_socket() as sock:
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        session = Session(url, "t", retry_window=1.5, backoff=0.05)
+        started = time.monotonic()
+        with pytest.raises(_errors.MasterNotFoundError):
+            session.request("POST", "/api/v1/trials/1/progress", body=0.5)
+        elapsed = time.monotonic() - started
     # the upper bound tells the window given from the default one (600 s), with room for a loaded
     # machine: a tighter one would measure this host's speed, not the session
     assert 1.5 <= elapsed < 1.5 + _session.MAX_BACKOFF_S + 30, elapsed
@@ -143,7 +145,8 @@ def test_metrics_shipper_buffers_through_a_master_restart() -> None:
     """The master is away for ~1.5 s (its port refuses connections) while a trial reports: the
     shipper keeps the reports, ``report()`` never raises, and once the master is back every
     report arrives exactly once, in order."""
-    port = _closed_port()
+    sock = refusing_socket()  # the port is this test's through the outage
+    port = sock.getsockname()[1]
     session = Session(f"http://127.0.0.1:{port}", "t", allocation_token=True, retry_window=60)
     session.backoff = 0.05
     client = MasterClient(session)
@@ -157,7 +160,7 @@ def test_metrics_shipper_buffers_through_a_master_restart() -> None:
     time.sleep(1.5)  # the outage: nothing listens on the port meanwhile
     for step in range(21, 41):
         shipper.report("training", {"loss": 1.0 / step}, step)
-    server = _Master(port)
+    server = _Master(sock=sock)
     try:
         shipper.flush(timeout=60)
         shipper.close()

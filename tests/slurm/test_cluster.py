@@ -24,11 +24,12 @@ def test_squeue_shows_job_and_scancel_stops_it(slurm: SlurmCluster) -> None:
     marker = slurm.shared_dir / "started.txt"
     job = slurm.sbatch(f"touch {marker}; sleep 300")
     assert slurm.wait_for_job(job, ["RUNNING"]) == "RUNNING"
+    # RUNNING comes before the script's first line on a busy machine: cancel once it ran
+    slurm_cluster.wait_for(marker.exists, slurm, "the job's first line", timeout=120)
     out = slurm.run("squeue", "-h", "-o", "%i %T %P").stdout.split()
     assert out == [job, "RUNNING", slurm.default_partition]
     slurm.run("scancel", job)
     assert slurm.wait_for_job(job, FINAL_STATES) == "CANCELLED"
-    assert marker.exists()
 
 
 def test_job_beyond_free_cpus_pends_until_first_ends(slurm: SlurmCluster) -> None:
