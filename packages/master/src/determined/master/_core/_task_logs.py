@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import event, insert
+from sqlalchemy import Table, event, insert
 from sqlalchemy.orm import Session
 
 from determined.master import _wire
@@ -56,7 +56,7 @@ def _write_master_lines(session: Session) -> None:
         session.connection().execute(_INSERT_LINE, pending)
 
 
-_INSERT_LINE = insert(TaskLog.__table__)
+_INSERT_LINE = insert(cast("Table", TaskLog.__table__))
 
 
 @event.listens_for(Session, "after_rollback")
