@@ -145,3 +145,19 @@ def test_unknown_trial_and_no_token(sqlite_client: Any) -> None:
 
     r = requests.get(f"{sqlite_client.url}/api/v1/trials/1/searcher/operation", timeout=30)
     assert r.status_code == 401
+
+
+def test_a_continued_experiment_hands_out_one_full_length_operation(
+    sqlite_master: Any, sqlite_client: Any, config_of: Any
+) -> None:
+    """Trials of an experiment re-run by ``continue`` bypass the searcher: one operation of the
+    searcher's whole length, asked as often as the trial likes, then none once it is reported."""
+    client = sqlite_client
+    exp_id, (a, b, _c) = _paused(client, config_of, ASHA)
+    assert _op(client, b) == 4  # the searcher's answer, before the re-run
+    sqlite_master.manager.searcher_states.set_continued(exp_id, True)
+    assert [_op(client, a), _op(client, a), _op(client, b)] == [8, 8, 8]
+    _done(client, a, 8, 0.5)
+    assert _op(client, a) is None and _op(client, b) == 8
+    sqlite_master.manager.searcher_states.set_continued(exp_id, False)
+    assert _op(client, b) == 4  # the searcher again

@@ -76,11 +76,7 @@ class SearcherOperations:
             gate = session.connection().execute(_TRIAL_GATE, {"trial_id": trial_id}).first()
             if gate is not None:  # else the write below answers the 404
                 self._check_caller(caller_allocation_id, trial_id)
-                if (
-                    gate.state not in _LIVE_STATES
-                    or gate.exp_state not in _LIVE_STATES
-                    or gate.early_stopped_by_searcher
-                ):
+                if not _live(gate.state, gate.exp_state, gate.early_stopped_by_searcher):
                     return None
                 if self._searchers.is_continued(gate.exp_id):
                     run, exp = get_trial(session, trial_id)
@@ -105,11 +101,7 @@ class SearcherOperations:
         """The answer when the searcher has no say (the trial or experiment is not live, or the
         experiment was re-run by ``continue``); :data:`_ASK_SEARCHER` otherwise."""
         self._check_caller(caller_allocation_id, run.id)
-        if (
-            run.state not in _LIVE_STATES
-            or exp.state not in _LIVE_STATES
-            or run.early_stopped_by_searcher
-        ):
+        if not _live(run.state, exp.state, run.early_stopped_by_searcher):
             return None
         if self._searchers.is_continued(exp.id):
             full = _full_length(exp)
@@ -144,6 +136,12 @@ class SearcherOperations:
             self._lifecycle.searcher_event(
                 session, exp, lambda s: s.operation_completed(request_id, length, metric)
             )
+
+
+def _live(state: str, exp_state: str, early_stopped: bool) -> bool:
+    """Whether the searcher still has a say over a trial: it and its experiment are live and the
+    searcher has not stopped it."""
+    return state in _LIVE_STATES and exp_state in _LIVE_STATES and not early_stopped
 
 
 def _full_length(exp: Experiment) -> int:
