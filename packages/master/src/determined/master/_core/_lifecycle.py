@@ -164,9 +164,7 @@ class Lifecycle:
         if action.parent_request_id:
             # Population-based training: start from the parent trial's latest checkpoint.
             parent = session.scalar(
-                select(Run).where(
-                    Run.experiment_id == exp.id, Run.request_id == action.parent_request_id
-                )
+                _RUN_OF_REQUEST, {"exp_id": exp.id, "request_id": action.parent_request_id}
             )
             ckpt = (
                 latest_completed_checkpoint(session, parent.id, action.parent_steps)

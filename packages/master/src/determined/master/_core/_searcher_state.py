@@ -146,18 +146,16 @@ class SearcherStates:
 
     def of(self, exp: Experiment) -> Any:
         """The experiment's searcher, restored from its snapshot and event log on first use."""
-        searcher = self.searchers.get(exp.id)
-        log = self._logs.get(exp.id)
-        if searcher is not None and log is not None and log.stale:
-            searcher = None  # the transaction that wrote its last calls rolled back: reload
-        if searcher is None:
+        searcher = self.loaded(exp.id)
+        if searcher is None:  # never loaded, or its last calls' transaction rolled back: reload
             searcher = self._restore(exp)
             self.searchers[exp.id] = searcher
         return searcher
 
     def loaded(self, exp_id: int) -> Any:
-        """The experiment's searcher if it is in memory and current, else None (then :meth:`of`
-        restores it): lets a read answer from it without loading the experiment row."""
+        """The experiment's searcher if it is in memory and current (not stale: the transaction
+        that wrote its last calls committed), else None (then :meth:`of` restores it): lets a read
+        answer from it without loading the experiment row."""
         searcher = self.searchers.get(exp_id)
         log = self._logs.get(exp_id)
         if searcher is None or log is None or log.stale:

@@ -60,18 +60,10 @@ def latest_completed_checkpoint(
 ) -> Checkpoint | None:
     """The trial's most recently reported COMPLETED checkpoint (what a restart resumes from);
     with ``max_steps``, the latest one of at most that many ``steps_completed``."""
-    if max_steps is None:  # every trial's launch asks this one: built once
-        return session.scalar(_LATEST_COMPLETED, {"trial_id": trial_id})
-    return session.scalar(
-        select(Checkpoint)
-        .where(
-            Checkpoint.trial_id == trial_id,
-            Checkpoint.state == "COMPLETED",
-            Checkpoint.steps_completed <= max_steps,
-        )
-        .order_by(Checkpoint.report_time.desc(), Checkpoint.id.desc())
-        .limit(1)
-    )
+    query = _LATEST_COMPLETED  # built once: every trial's launch asks it
+    if max_steps is not None:
+        query = query.where(Checkpoint.steps_completed <= max_steps)
+    return session.scalar(query, {"trial_id": trial_id})
 
 
 _LATEST_COMPLETED = (
