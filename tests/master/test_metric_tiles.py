@@ -8,6 +8,7 @@ from an earlier step archives later reports); on SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
+import datetime
 import math
 from typing import Any
 
@@ -17,8 +18,10 @@ import yaml
 
 from determined.client import Client, MasterClient
 from determined.client._client import metrics_body
-from determined.master._core._metric_tiles import LEVELS, MAX_BUCKETS, level_min
+from determined.master._core import _metric_tiles
+from determined.master._core._metric_tiles import LEVELS, MAX_BUCKETS, level_min, trial_tiles
 from determined.master.db import Database
+from determined.master.db._metric_inserts import insert_metric_rows
 
 CONFIG = {"name": "tiles", "searcher": {"name": "single", "metric": "loss"}}
 
@@ -87,14 +90,16 @@ def tile_mismatches(db: Database, trial_id: int) -> list[str]:
                 f"WHERE trial_id = {int(trial_id)}"
             )
         }
-        tiles = connection.exec_driver_sql(
-            "SELECT metric_group, metric, level, bucket, n, first_x, first_y, last_x, last_y, "
-            f"min_y, max_y FROM metric_tiles WHERE trial_id = {int(trial_id)}"
-        ).fetchall()
+        tiles = trial_tiles(connection, trial_id)
     problems = []
     have: dict[tuple[str, str, int], dict[int, tuple[Any, ...]]] = {}
-    for group, metric, level, bucket, *values in tiles:
-        have.setdefault((group, metric, level), {})[bucket] = tuple(values)
+    for key, found in tiles.items():
+        buckets = [bucket for bucket, *_ in found]
+        if buckets != sorted(set(buckets)):
+            problems.append(f"{key}: buckets out of order or repeated across chunks")
+        have[key] = {
+            b: (n, fx, fy, lx, ly, mny, mxy) for b, n, fx, fy, lx, ly, _, mny, _, mxy in found
+        }
     if set(states) != set(steps):
         problems.append(f"series states {sorted(states)} != groups {sorted(steps)}")
     for group, xs in steps.items():
@@ -186,4 +191,25 @@ def test_tiles_agree_after_rollbacks(master: Any, client: Client) -> None:
     assert client.trials.start_unmanaged(trial_id)["trialRunId"] == 3
     _report(client, trial_id, 3, list(range(100, 9000, 7)))
     _report(client, trial_id, 3, [10], group="validation")
+    assert tile_mismatches(master.db, trial_id) == []
+
+
+def test_tiles_agree_after_single_reports_and_a_rebuild_behind_the_writer(
+    master: Any, client: Client
+) -> None:
+    """One report per request continues the chunk the writer keeps in memory; tiles rebuilt
+    behind its back (a bulk load: a raw row added, then ``rebuild``) leave the stored state as it
+    was, and the next report must merge into the rebuilt chunk, not the kept one."""
+    trial_id = _unmanaged_trial(client)
+    for step in range(1, 40):
+        _report(client, trial_id, 1, [step])
+    assert tile_mismatches(master.db, trial_id) == []
+    loaded = {"avg_metrics": {"loss": 99.0}, "batch_metrics": []}
+    with master.db.write() as session:
+        connection = session.connection()
+        now = datetime.datetime.now(datetime.timezone.utc)
+        insert_metric_rows(connection, [(trial_id, 1, "training", 35, now, loaded, False)])
+        _metric_tiles.rebuild(connection, trial_id, "training", 1)
+    assert tile_mismatches(master.db, trial_id) == []
+    _report(client, trial_id, 1, [40])  # the same chunk as step 35 at both levels
     assert tile_mismatches(master.db, trial_id) == []

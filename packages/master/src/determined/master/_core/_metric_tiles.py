@@ -8,12 +8,20 @@ buckets, for charts of hundreds of trials); when the trial's x range doubles pas
 both move up, their tiles merged (never rebuilt from raw rows). A chart of any width reads one
 level, at most ``MAX_BUCKETS`` rows per trial whatever the number of reports, and merges buckets
 further in Python when it wants them wider. Two levels rather than a full pyramid keep the writes
-close to one tile row per touched finest bucket.
+close to one tile per touched finest bucket.
+
+Storage: a row of ``metric_tiles`` is a *chunk*, the tiles of an aligned run of 16 buckets
+(:data:`CHUNK_BITS`) of one metric and level, column by column (JSON: ``[buckets, n, first_x,
+first_y, last_x, last_y, min_x, min_y, max_x, max_y]``). A row per tile made the tiles cost more
+than the raw rows for young trials (a batch of 500 reports at the finest level wrote ~250 rows per
+metric, and each doubling of the x range rewrote a trial's ~1,600 tile rows). A batch continuing
+a chunk merges into it; the chunk the writer wrote last per metric and level is kept in memory
+(``_tile_tails``), so a trial reporting step by step does not read it back.
 
 Writes: :func:`update_tiles` is called once per committed batch of the metrics writer, inside its
 transaction, after the raw rows are stored. It aggregates the batch with builtins over whole
-columns (both kept levels from the reports, no Python code per report or tile) and merges the
-result with one ``INSERT ... ON CONFLICT DO UPDATE`` (``db._metric_inserts.upsert_rows``).
+columns (both kept levels from the reports, no Python code per report or tile), reads the stored
+chunks the batch continues (one SELECT), merges, and writes the chunks back (one upsert).
 
 Rollbacks: a trial resumed from an earlier checkpoint archives the reports of older runs from its
 first new report's step on (see ``_metrics.ingest_many``). ``metric_tile_series.run_id`` records
@@ -26,11 +34,12 @@ Raw rows stay where they were: exports (``det t metrics --csv``, the SDK's strea
 
 from __future__ import annotations
 
+import bisect
 import collections
 import math
 import operator
 from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain, count, repeat
+from itertools import chain, count, islice, repeat
 from typing import Any
 
 import orjson
@@ -38,6 +47,7 @@ from sqlalchemy import Connection
 from sqlalchemy.orm import Session
 
 from determined.master._core._metrics import MetricReport
+from determined.master._core._tile_tails import TAILS, Chunks, State, database_key
 from determined.master.db import Run
 from determined.master.db._metric_inserts import upsert_rows
 
@@ -54,23 +64,14 @@ MIN_LEVEL = 1
 """Buckets are at least 2 wide: a bucket of one or two reports keeps both (first and last), so a
 trial reporting every batch loses nothing, and a young trial writes half as many tiles."""
 
+CHUNK_BITS = 4
+"""A row of ``metric_tiles`` holds the tiles of ``2**CHUNK_BITS`` consecutive buckets of one
+metric and level: 16, so that a batch writes a few rows, not a row per bucket, and a row (~1.5
+KiB) fits in a database page. With 64, a trial reporting step by step rewrote ~6 KiB per report
+and metric (benchmarks/RESULTS.md, "Metric tiles in chunks")."""
+
 Tile = list[Any]
 """``[n, first_x, first_y, last_x, last_y, min_x, min_y, max_x, max_y]`` (mutable while merged)."""
-
-_TILE_COLUMNS = (
-    "trial_id, metric_group, metric, level, bucket, n, first_x, first_y, last_x, last_y, "
-    "min_x, min_y, max_x, max_y"
-)
-# A later tile merged into a stored one (:func:`merge`'s rules; right-hand sides see the old row).
-_MERGE = ", ".join(
-    ["n = metric_tiles.n + excluded.n"]
-    + [
-        f"{column} = CASE WHEN excluded.{test} {op} metric_tiles.{test} "
-        f"THEN excluded.{column} ELSE metric_tiles.{column} END"
-        for test, op in (("first_x", "<"), ("last_x", ">="), ("min_y", "<"), ("max_y", ">"))
-        for column in (test[:-1] + "x", test[:-1] + "y")
-    ]
-)
 
 
 def numeric(value: Any) -> float | None:
@@ -250,41 +251,138 @@ def aggregate(
     }
 
 
-def _series_rows(trial_id: int, group: str, series: Series, low: int) -> list[tuple[Any, ...]]:
-    """Rows of the kept levels ``low + LEVELS`` of ``series`` (see :func:`series_of`): metrics
-    sharing their x column share its bucket layout."""
-    rows: list[tuple[Any, ...]] = []
-    layouts: dict[tuple[int, int], Layout] = {}
-    ordered: dict[int, bool] = {}
+Columns = list[list[Any]]
+"""A run of tiles of one metric and level in bucket order, column by column:
+``[bucket, n, first_x, first_y, last_x, last_y, min_x, min_y, max_x, max_y]``."""
+ChunkKey = tuple[int, str, str, int, int]
+"""``(trial_id, metric_group, metric, level, chunk)``: one row of ``metric_tiles``."""
+
+
+def _columns_at(xs: list[int], ys: list[float], level: int, layout: Layout | None) -> Columns:
+    """The tiles of one metric's points at ``level`` as :data:`Columns` (``layout``: the points'
+    bucket layout when they are in x order, else None)."""
+    if layout is None:  # out of x order (a rollback's rebuild): point by point
+        rows = sorted(tiles_at(xs, ys, level).items())
+        return [[b for b, _ in rows], *map(list, zip(*(t for _, t in rows), strict=True))]
+    columns = _sorted_columns(layout, xs, ys)
+    size = len(layout[0])
+    return [list(islice(column, size)) for column in columns]
+
+
+def _split(columns: Columns) -> Iterator[tuple[int, Columns]]:
+    """``(chunk, its columns)`` of tiles in bucket order: :data:`CHUNK` buckets per chunk."""
+    buckets = columns[0]
+    first, last = buckets[0] >> CHUNK_BITS, buckets[-1] >> CHUNK_BITS
+    if first == last:
+        yield first, columns
+        return
+    chunks, starts, ends, _ = _runs(map(_rshift, buckets, repeat(CHUNK_BITS)))
+    for chunk, start, end in zip(chunks, starts, ends, strict=True):
+        yield chunk, [column[start:end] for column in columns]
+
+
+def _coarsen(columns: Columns, shift: int) -> Columns:
+    """Tiles in bucket order merged ``2**shift`` into one (:func:`merge` in bucket order, with
+    builtins over whole columns)."""
+    buckets, n, fx, fy, lx, ly, mnx, mny, mxx, mxy = columns
+    merged, starts, ends, lasts = _runs(map(_rshift, buckets, repeat(shift)))
+    if len(merged) == len(buckets):
+        return [merged, *columns[1:]]
+    spans = list(map(slice, starts, ends))
+    lows, highs = list(map(mny.__getitem__, spans)), list(map(mxy.__getitem__, spans))
+    low_y, high_y = list(map(min, lows)), list(map(max, highs))
+    at_low = map(_add, starts, map(list.index, lows, low_y))
+    at_high = map(_add, starts, map(list.index, highs, high_y))
+    return [
+        merged,
+        list(map(sum, map(n.__getitem__, spans))),
+        list(map(fx.__getitem__, starts)),
+        list(map(fy.__getitem__, starts)),
+        list(map(lx.__getitem__, lasts)),
+        list(map(ly.__getitem__, lasts)),
+        list(map(mnx.__getitem__, at_low)),
+        low_y,
+        list(map(mxx.__getitem__, at_high)),
+        high_y,
+    ]
+
+
+def _combine(stored: Columns, later: Columns) -> Columns:
+    """A stored chunk's tiles with ``later`` ones (of reports written after them) merged in."""
+    old, new = stored[0], later[0]
+    if new[0] > old[-1]:  # the usual case: the new tiles continue the chunk
+        return [a + b for a, b in zip(stored, later, strict=True)]
+    if new[0] == old[-1]:  # ... or continue its last tile first
+        tile = [column[-1] for column in stored[1:]]
+        merge(tile, [column[0] for column in later[1:]])
+        return [
+            [*a[:-1], t, *b[1:]] for a, t, b in zip(stored, [old[-1], *tile], later, strict=True)
+        ]
+    tiles = {b: list(t) for b, *t in zip(*stored, strict=True)}
+    for b, *t in zip(*later, strict=True):
+        found = tiles.get(b)
+        if found is None:
+            tiles[b] = t
+        else:
+            merge(found, t)
+    rows = sorted(tiles.items())
+    return [[b for b, _ in rows], *map(list, zip(*(t for _, t in rows), strict=True))]
+
+
+def _series_chunks(trial_id: int, group: str, series: Series, low: int) -> dict[ChunkKey, Columns]:
+    """The chunks of the kept levels ``low + LEVELS`` of ``series`` (see :func:`series_of`):
+    metrics sharing their x column share its bucket layout."""
+    out: dict[ChunkKey, Columns] = {}
+    layouts: dict[tuple[int, int], Layout | None] = {}
     for name, (xs, ys) in series.items():
-        in_order = ordered.get(id(xs))
-        if in_order is None:
-            in_order = ordered[id(xs)] = xs == sorted(xs)
         for offset in LEVELS:
             level = low + offset
-            if not in_order:
-                tiles = tiles_at(xs, ys, level).items()
-                rows.extend((trial_id, group, name, level, b, *t) for b, t in tiles)
-                continue
-            layout = layouts.get((id(xs), level))
-            if layout is None:
-                layout = layouts[(id(xs), level)] = _layout(xs, level)
-            head = (repeat(trial_id), repeat(group), repeat(name), repeat(level))
-            rows.extend(zip(*head, *_sorted_columns(layout, xs, ys), strict=False))
-    return rows
+            key = (id(xs), level)
+            if key not in layouts:
+                layouts[key] = _layout(xs, level) if xs == sorted(xs) else None
+            columns = _columns_at(xs, ys, level, layouts[key])
+            for chunk, part in _split(columns):
+                out[(trial_id, group, name, level, chunk)] = part
+    return out
 
 
-def _upsert_tiles(connection: Connection, rows: list[tuple[Any, ...]]) -> None:
-    """Merge ``rows`` (no key twice) into ``metric_tiles``: SQLite's executemany (a C loop over
-    one prepared statement); on PostgreSQL one COPY to a staging table and one ``INSERT ... SELECT
-    ... ON CONFLICT`` (psycopg's executemany runs Python and a statement per row)."""
+def _write_chunks(
+    connection: Connection, chunks: Iterable[tuple[ChunkKey, Columns]]
+) -> list[tuple[Any, ...]]:
+    """Store chunks (no key twice), replacing any stored under the same key: SQLite's
+    executemany; PostgreSQL's COPY to a staging table and one ``INSERT ... SELECT``. Returns the
+    rows written, ``(*key, encoded columns)``."""
+    rows = [(*key, orjson.dumps(columns)) for key, columns in chunks]
     upsert_rows(
         connection,
         "metric_tiles",
-        tuple(name.strip() for name in _TILE_COLUMNS.split(",")),
+        _CHUNK_COLUMNS,
         rows,
-        f"ON CONFLICT (trial_id, metric_group, metric, level, bucket) DO UPDATE SET {_MERGE}",
+        "ON CONFLICT (trial_id, metric_group, metric, level, chunk) DO UPDATE SET data = excluded.data",
     )
+    return rows
+
+
+_CHUNK_COLUMNS = ("trial_id", "metric_group", "metric", "level", "chunk", "data")
+
+
+def _stored_chunks(connection: Connection, keys: Sequence[ChunkKey]) -> dict[ChunkKey, Columns]:
+    """The stored chunks of ``keys`` (those that exist), decoded. An OR of whole keys: each term
+    an index lookup on SQLite and PostgreSQL (SQLite scans the table for a row-value
+    ``IN (VALUES ...)``)."""
+    out: dict[ChunkKey, Columns] = {}
+    for part in _chunks(keys, 200):
+        terms = " OR ".join([_KEY_TERM] * len(part))
+        rows = connection.exec_driver_sql(
+            _sql(connection, f"SELECT {', '.join(_CHUNK_COLUMNS)} FROM metric_tiles WHERE {terms}"),
+            tuple(chain.from_iterable(part)),
+        )
+        for *key, data in rows:
+            out[tuple(key)] = orjson.loads(data)
+    return out
+
+
+_KEY_TERM = "(trial_id = ? AND metric_group = ? AND metric = ? AND level = ? AND chunk = ?)"
 
 
 def _upsert_states(connection: Connection, rows: list[tuple[Any, ...]]) -> None:
@@ -354,93 +452,62 @@ def _raw_points(
 
 def _promote(connection: Connection, trial_id: int, group: str, old: int, new: int) -> None:
     """Move a trial group's levels from finest ``old`` to finest ``new`` (``new > old``): each
-    kept level's tiles merged ``2**(new - old)`` buckets into one (:func:`merge` in bucket order;
-    at most ``MAX_BUCKETS`` rows per metric, once per doubling of the trial's x range).
-
-    PostgreSQL merges them in the server (window functions over the level's rows: no rows
-    through the master's Python); SQLite, where that measured twice the CPU, in Python over whole
-    columns with builtins."""
-    if connection.dialect.name == "postgresql":
-        shift = new - old
-        for level in sorted((old + offset for offset in LEVELS), reverse=True):
-            # Highest level first: a new level never collides with one not yet moved.
-            connection.exec_driver_sql(
-                _PROMOTE_SQL.format(level=level + shift, shift=shift), (trial_id, group, level)
-            )
-        return
-    result = connection.exec_driver_sql(
+    kept level's tiles merged ``2**(new - old)`` buckets into one (at most ``MAX_BUCKETS`` tiles
+    per metric in a few chunk rows, once per doubling of the trial's x range)."""
+    rows = connection.exec_driver_sql(
         _sql(
             connection,
-            "SELECT metric, level, bucket, n, first_x, first_y, last_x, last_y, min_x, min_y, "
-            "max_x, max_y FROM metric_tiles WHERE trial_id = ? AND metric_group = ? "
-            "ORDER BY metric, level, bucket",
+            "SELECT metric, level, data FROM metric_tiles WHERE trial_id = ? AND metric_group = ? "
+            "ORDER BY metric, level, chunk",
         ),
         (trial_id, group),
-    )
-    try:
-        rows = result.cursor.fetchall()
-    finally:
-        result.close()
+    ).fetchall()
     connection.exec_driver_sql(
         _sql(connection, "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ?"),
         (trial_id, group),
     )
-    if not rows:
-        return
-    rows = sorted(rows, key=_TILE_KEY)  # the database's collation may order names differently
+    levels: dict[tuple[str, int], Columns] = {}
+    for metric, level, data in rows:  # chunks in bucket order within each (metric, level)
+        columns = orjson.loads(data)
+        found = levels.get((metric, level))
+        if found is None:
+            levels[(metric, level)] = columns
+        else:
+            for into, more in zip(found, columns, strict=True):
+                into.extend(more)
     shift = new - old
-    metric, levels, buckets, n, fx, fy, lx, ly, mnx, mny, mxx, mxy = map(
-        list, zip(*rows, strict=True)
+    _write_chunks(
+        connection,
+        (
+            ((trial_id, group, metric, level + shift, chunk), part)
+            for (metric, level), columns in levels.items()
+            for chunk, part in _split(_coarsen(columns, shift))
+        ),
     )
-    buckets = list(map(_rshift, buckets, repeat(shift)))
-    keys = zip(metric, map(_add, levels, repeat(shift)), buckets, strict=False)
-    merged, starts, ends, lasts = _runs(keys)  # rows in key order: each new tile a run
-    spans = list(map(slice, starts, ends))
-    lows, highs = list(map(mny.__getitem__, spans)), list(map(mxy.__getitem__, spans))
-    low_y, high_y = list(map(min, lows)), list(map(max, highs))
-    at_low = map(_add, starts, map(list.index, lows, low_y))
-    at_high = map(_add, starts, map(list.index, highs, high_y))
-    tiles = (
-        map(sum, map(n.__getitem__, spans)),
-        map(fx.__getitem__, starts),
-        map(fy.__getitem__, starts),
-        map(lx.__getitem__, lasts),
-        map(ly.__getitem__, lasts),
-        map(mnx.__getitem__, at_low),
-        low_y,
-        map(mxx.__getitem__, at_high),
-        high_y,
-    )
-    head = (repeat(trial_id), repeat(group), *zip(*merged, strict=True))
-    _upsert_tiles(connection, list(zip(*head, *tiles, strict=False)))
-
-
-_TILE_KEY = operator.itemgetter(0, 1, 2)
-_PROMOTE_SQL = (
-    "WITH old AS (DELETE FROM metric_tiles WHERE trial_id = %s AND metric_group = %s "
-    f"AND level = %s RETURNING *) INSERT INTO metric_tiles ({_TILE_COLUMNS}) "
-    "SELECT DISTINCT trial_id, metric_group, metric, {level}, bucket >> {shift}, SUM(n) OVER p, "
-    + ", ".join(
-        f"FIRST_VALUE({column}) OVER {window}"
-        for window, columns in (("f", "first"), ("l", "last"), ("lo", "min"), ("hi", "max"))
-        for column in (columns + "_x", columns + "_y")
-    )
-    + " FROM old WINDOW p AS (PARTITION BY metric, bucket >> {shift}), f AS (p ORDER BY bucket), "
-    "l AS (p ORDER BY bucket DESC), lo AS (p ORDER BY min_y, bucket), "
-    "hi AS (p ORDER BY max_y DESC, bucket)"
-)
 
 
 def _cut(connection: Connection, trial_id: int, group: str, low: int, start: int) -> None:
-    """Delete a trial group's tiles of every level from x = ``start`` (a coarsest bucket's edge)."""
-    connection.exec_driver_sql(
-        _sql(
-            connection,
-            "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ? AND level = ? "
-            "AND bucket >= ?",
-        ),
-        [(trial_id, group, low + offset, start >> (low + offset)) for offset in LEVELS],
-    )
+    """Delete a trial group's tiles of every level from x = ``start`` (a coarsest bucket's edge):
+    the chunk holding it keeps its tiles before it, later chunks go."""
+    for level in (low + offset for offset in LEVELS):
+        bucket = start >> level
+        chunk = bucket >> CHUNK_BITS
+        where = "trial_id = ? AND metric_group = ? AND level = ?"
+        rows = connection.exec_driver_sql(
+            _sql(connection, f"SELECT metric, data FROM metric_tiles WHERE {where} AND chunk = ?"),
+            (trial_id, group, level, chunk),
+        ).fetchall()
+        connection.exec_driver_sql(
+            _sql(connection, f"DELETE FROM metric_tiles WHERE {where} AND chunk >= ?"),
+            (trial_id, group, level, chunk),
+        )
+        kept = []
+        for metric, data in rows:
+            columns = orjson.loads(data)
+            end = bisect.bisect_left(columns[0], bucket)
+            if end:
+                kept.append(((trial_id, group, metric, level, chunk), [c[:end] for c in columns]))
+        _write_chunks(connection, kept)
 
 
 _GROUP = operator.attrgetter("group")
@@ -453,8 +520,9 @@ def update_tiles(session: Session, batch: Iterable[tuple[Run, Sequence[MetricRep
 
     Call once per metrics-writer transaction, after the raw rows (and any rollback archival) are
     stored, with each trial's run and the reports accepted for it, in the order they were stored.
-    Costs one state SELECT, one tile upsert and one state upsert for the whole batch (plus, rarely,
-    a level promotion or a rollback rebuild of one trial group).
+    Costs one state SELECT, one SELECT of the stored chunks the batch continues, one chunk upsert
+    and one state upsert for the whole batch (plus, rarely, a level promotion or a rollback
+    rebuild of one trial group).
     """
     by_key: dict[tuple[int, str], list[MetricReport]] = {}
     runs: dict[int, int] = {}
@@ -471,26 +539,36 @@ def update_tiles(session: Session, batch: Iterable[tuple[Run, Sequence[MetricRep
         return
     connection = session.connection()
     states = load_states(connection, list(runs))
-    tile_rows: list[tuple[Any, ...]] = []
+    db = database_key(connection)
+    new: dict[ChunkKey, Columns] = {}
+    continued: list[ChunkKey] = []  # chunks that may be stored already
+    stored: dict[ChunkKey, Columns] = {}
     state_rows: list[tuple[Any, ...]] = []
+    befores: dict[tuple[int, str], State | None] = {}
     for (trial_id, group), reports in by_key.items():
         run_id = runs[trial_id]
         xs = list(map(int, map(_STEPS, reports)))
         avgs = list(map(_AVG, reports))
         x_min, x_max = min(xs), max(xs)
         state = states.get((trial_id, group))
+        kept: Chunks = {}
         if state is None:
             low = level_min(x_max)
+            old_max = None
+            TAILS.forget(db, trial_id, group)
         else:
             old_run, old_min, old_max, old_low = state
+            kept = TAILS.get(db, trial_id, group, state)
             low = max(old_low, level_min(max(old_max, x_max)))
             if low > old_low:
                 _promote(connection, trial_id, group, old_low, low)
+                kept, state = {}, None  # chunks rewritten: none of the kept ones carries over
             if old_run < run_id and xs[0] <= old_max:
                 # A rollback: older runs' reports from this step on were just archived.
                 top = low + COARSE
                 start = (xs[0] >> top) << top
                 _cut(connection, trial_id, group, low, start)
+                kept, state = {}, None
                 points = _raw_points(connection, trial_id, group, start) + [
                     p for p in zip(xs, avgs, strict=True) if p[0] < start
                 ]
@@ -499,15 +577,47 @@ def update_tiles(session: Session, batch: Iterable[tuple[Run, Sequence[MetricRep
                 x_min = min(xs + ([old_min] if old_min < start else []))
             else:
                 x_min, x_max = min(x_min, old_min), max(x_max, old_max)
-        tile_rows.extend(_series_rows(trial_id, group, _series(xs, avgs), low))
+        chunks = _series_chunks(trial_id, group, _series(xs, avgs), low)
+        new.update(chunks)
+        if old_max is not None:
+            for key in chunks:
+                if key[4] > (old_max >> key[3]) >> CHUNK_BITS:
+                    continue  # beyond the stored range: a new chunk
+                tail = kept.get((key[2], key[3]))
+                if tail is not None and tail[0] == key[4]:
+                    stored[key] = orjson.loads(tail[1])
+                else:
+                    continued.append(key)
+        befores[(trial_id, group)] = state
         state_rows.append((trial_id, group, run_id, x_min, x_max, low))
-    _upsert_tiles(connection, tile_rows)
+    stored.update(_stored_chunks(connection, continued))
+    written = _write_chunks(
+        connection,
+        (
+            (key, columns if key not in stored else _combine(stored[key], columns))
+            for key, columns in new.items()
+        ),
+    )
     _upsert_states(connection, state_rows)
+    tails: dict[tuple[int, str], Chunks] = collections.defaultdict(dict)
+    for trial_id, group, metric, level, chunk, data in written:
+        last = tails[(trial_id, group)].get((metric, level))
+        if last is None or last[0] < chunk:
+            tails[(trial_id, group)][(metric, level)] = (chunk, data)
+    for trial_id, group, run_id, x_min, x_max, low in state_rows:
+        TAILS.record_on_commit(
+            session,
+            (db, trial_id, group),
+            befores[(trial_id, group)],
+            (run_id, x_min, x_max, low),
+            tails[(trial_id, group)],
+        )
 
 
 def backfill(connection: Connection) -> int:
-    """Build the tiles of every trial group from its unarchived raw rows (the migration that adds
-    the tile tables runs this once). Returns how many trial groups it built."""
+    """Build the tiles of every trial group from its unarchived raw rows (the migration that
+    gives the tiles their current layout runs this once). Returns how many trial groups it
+    built."""
     pairs = connection.exec_driver_sql(
         _sql(
             connection,
@@ -536,6 +646,7 @@ def store(
 ) -> None:
     """Replace one trial group's tiles with those of ``points`` (``(x, avg metrics)`` in write
     order): for rows stored behind the metrics writer's back (the migration, bulk loads)."""
+    TAILS.forget(database_key(connection), trial_id, group)
     connection.exec_driver_sql(
         _sql(connection, "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ?"),
         (trial_id, group),
@@ -551,10 +662,25 @@ def store(
         return
     xs = [x for x, _ in points]
     low = level_min(max(xs))
-    rows = _series_rows(trial_id, group, series_of(points), low)
-    for part in _chunks(rows, 5000):
-        _upsert_tiles(connection, list(part))
+    chunks = list(_series_chunks(trial_id, group, series_of(points), low).items())
+    for part in _chunks(chunks, 500):
+        _write_chunks(connection, part)
     _upsert_states(connection, [(trial_id, group, run_id, min(xs), max(xs), low)])
+
+
+def _decoded(
+    rows: Iterable[tuple[Any, ...]], out: dict[Any, list[Tile]], head: int
+) -> dict[Any, list[Tile]]:
+    """``out[row[:head]]`` extended with the tiles ``[bucket, *tile]`` of each chunk row
+    ``(*key, data)``, rows in chunk order within each key."""
+    key: Any = None
+    target: list[Any] = []  # read-only tiles: tuples
+    for row in rows:
+        if row[:head] != key:
+            key = row[:head]
+            target = out[key]
+        target.extend(zip(*orjson.loads(row[head]), strict=True))
+    return out
 
 
 def read_tiles(
@@ -566,32 +692,40 @@ def read_tiles(
     by_level: dict[int, list[int]] = collections.defaultdict(list)
     for trial_id, level in levels.items():
         by_level[level].append(trial_id)
-    out: dict[tuple[int, str], list[Tile]] = collections.defaultdict(list)
+    out: dict[Any, list[Tile]] = collections.defaultdict(list)
     for level, trial_ids in sorted(by_level.items()):
         for part in _chunks(sorted(trial_ids)):
             marks = ", ".join("?" * len(part))
             sql = (
-                "SELECT trial_id, metric, bucket, n, first_x, first_y, last_x, last_y, min_x, min_y, "
-                f"max_x, max_y FROM metric_tiles WHERE trial_id IN ({marks}) "
+                f"SELECT trial_id, metric, data FROM metric_tiles WHERE trial_id IN ({marks}) "
                 "AND metric_group = ? AND level = ?"
             )
             params: list[Any] = [*part, group, level]
             if metric is not None:
                 sql += " AND metric = ?"
                 params.append(metric)
-            sql += " ORDER BY trial_id, metric, bucket"
-            # Tuples straight from the driver's cursor, no per-row Row objects (tens of thousands
-            # of rows per chart).
+            sql += " ORDER BY trial_id, metric, chunk"
+            # Tuples straight from the driver's cursor, no per-row Row objects.
             result = connection.exec_driver_sql(_sql(connection, sql), tuple(params))
             try:
-                rows = result.cursor.fetchall()
+                _decoded(result.cursor.fetchall(), out, 2)
             finally:
                 result.close()
-            key = None
-            target: list[Tile] = []
-            for row in rows:
-                if (row[0], row[1]) != key:
-                    key = (row[0], row[1])
-                    target = out[key]
-                target.append(row[2:])
     return out
+
+
+def trial_tiles(connection: Connection, trial_id: int) -> dict[tuple[str, str, int], list[Tile]]:
+    """``{(group, metric, level): [bucket, *tile] in bucket order}`` of every stored tile of one
+    trial (for checks and exports; a chart reads :func:`read_tiles`)."""
+    result = connection.exec_driver_sql(
+        _sql(
+            connection,
+            "SELECT metric_group, metric, level, data FROM metric_tiles WHERE trial_id = ? "
+            "ORDER BY metric_group, metric, level, chunk",
+        ),
+        (trial_id,),
+    )
+    try:
+        return _decoded(result.cursor.fetchall(), collections.defaultdict(list), 3)
+    finally:
+        result.close()

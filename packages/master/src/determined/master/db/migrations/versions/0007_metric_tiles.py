@@ -1,8 +1,9 @@
 """metric tiles: downsampled per-trial metric series kept at write time, backfilled from metrics
 
-Adds ``metric_tiles`` and ``metric_tile_series`` (see ``determined.master._core._metric_tiles``)
-and builds the tiles of every existing trial group from its unarchived metric rows, in place: no
-existing table changes.
+Adds ``metric_tiles`` and ``metric_tile_series`` (see ``determined.master._core._metric_tiles``),
+in place: no existing table changes. The tiles of existing trial groups are built from their
+unarchived metric rows by 0016, the migration that gave the tiles their current layout (this one
+backfilled them in the layout of its time until then).
 
 Revision ID: 0007
 Revises: 0006
@@ -59,9 +60,6 @@ def upgrade() -> None:
         sa.Column("level_min", sa.SmallInteger(), nullable=False),
         sa.PrimaryKeyConstraint("trial_id", "metric_group"),
     )
-    from determined.master._core import _metric_tiles
-
-    _metric_tiles.backfill(op.get_bind())
 
 
 def downgrade() -> None:
