@@ -30,12 +30,12 @@ from typing import Any
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 
-from bench_pg_server_cost import BATCH, TRIALS, _reports  # noqa: E402
-from db_rows import experiment_with_runs  # noqa: E402
+from bench_pg_server_cost import BATCH, TRIALS, _reports
+from db_rows import experiment_with_runs
 
-from determined.master._core import _metric_tiles  # noqa: E402
-from determined.master._core._metrics_writer import MetricsWriter  # noqa: E402
-from determined.master.db import Database  # noqa: E402
+from determined.master._core import _metric_tiles
+from determined.master._core._metrics_writer import MetricsWriter
+from determined.master.db import Database
 
 SINGLE_START = 3000
 SINGLE_ROUNDS = 40
