@@ -16,6 +16,9 @@ from determined.master._core import _metric_tiles
 from determined.master._core._tile_tails import TileTails
 from determined.master.db import Database
 
+X: list[list[object]] = [[1], [1]]
+Y: list[list[object]] = [[2], [1]]
+Z: list[list[object]] = [[3], [1]]
 STATE = (1, 1, 100, 1)
 LATER = (1, 1, 120, 1)
 
@@ -30,31 +33,31 @@ def db(tmp_path: pathlib.Path) -> Database:
 def test_chunks_are_kept_once_committed_and_dropped_with_a_rollback(db: Database) -> None:
     tails = TileTails()
     with db.write() as session:
-        tails.record_on_commit(session, ("a", 7, "training"), None, STATE, {("loss", 1): (3, b"x")})
+        tails.record_on_commit(session, ("a", 7, "training"), None, STATE, {("loss", 1): (3, X, 1)})
         assert tails.get("a", 7, "training", STATE) == {}  # not before the commit
-    assert tails.get("a", 7, "training", STATE) == {("loss", 1): (3, b"x")}
+    assert tails.get("a", 7, "training", STATE) == {("loss", 1): (3, X, 1)}
     with pytest.raises(RuntimeError), db.write() as session:
         tails.record_on_commit(
-            session, ("a", 7, "training"), STATE, LATER, {("loss", 1): (4, b"y")}
+            session, ("a", 7, "training"), STATE, LATER, {("loss", 1): (4, Y, 1)}
         )
         raise RuntimeError("the transaction fails")
-    assert tails.get("a", 7, "training", STATE) == {("loss", 1): (3, b"x")}
+    assert tails.get("a", 7, "training", STATE) == {("loss", 1): (3, X, 1)}
 
 
 def test_chunks_are_used_only_with_their_state_and_database(db: Database) -> None:
     tails = TileTails()
     with db.write() as session:
-        tails.record_on_commit(session, ("a", 7, "training"), None, STATE, {("loss", 1): (3, b"x")})
+        tails.record_on_commit(session, ("a", 7, "training"), None, STATE, {("loss", 1): (3, X, 1)})
     assert tails.get("b", 7, "training", STATE) == {}  # another master's database
     assert tails.get("a", 7, "validation", STATE) == {}
     with db.write() as session:  # carried over: the state this transaction loaded is the kept one
-        tails.record_on_commit(session, ("a", 7, "training"), STATE, LATER, {("acc", 1): (4, b"z")})
-    assert tails.get("a", 7, "training", LATER) == {("loss", 1): (3, b"x"), ("acc", 1): (4, b"z")}
+        tails.record_on_commit(session, ("a", 7, "training"), STATE, LATER, {("acc", 1): (4, Z, 1)})
+    assert tails.get("a", 7, "training", LATER) == {("loss", 1): (3, X, 1), ("acc", 1): (4, Z, 1)}
     with db.write() as session:  # not carried over: loaded a state it did not record
         tails.record_on_commit(session, ("a", 7, "training"), STATE, (2, 1, 5, 1), {})
     assert tails.get("a", 7, "training", (2, 1, 5, 1)) == {}
     with db.write() as session:
-        tails.record_on_commit(session, ("a", 7, "training"), None, STATE, {("loss", 1): (3, b"x")})
+        tails.record_on_commit(session, ("a", 7, "training"), None, STATE, {("loss", 1): (3, X, 1)})
     assert tails.get("a", 7, "training", LATER) == {}  # the stored state moved on without us
     assert tails.get("a", 7, "training", STATE) == {}  # ... and the entry is gone
 
@@ -62,19 +65,17 @@ def test_chunks_are_used_only_with_their_state_and_database(db: Database) -> Non
 def test_a_lower_chunk_written_later_keeps_the_higher_one(db: Database) -> None:
     tails = TileTails()
     with db.write() as session:
-        tails.record_on_commit(session, ("a", 7, "g"), None, STATE, {("m", 1): (5, b"five")})
+        tails.record_on_commit(session, ("a", 7, "g"), None, STATE, {("m", 1): (5, X, 5)})
     with db.write() as session:
-        tails.record_on_commit(session, ("a", 7, "g"), STATE, LATER, {("m", 1): (2, b"two")})
-    assert tails.get("a", 7, "g", LATER) == {("m", 1): (5, b"five")}
+        tails.record_on_commit(session, ("a", 7, "g"), STATE, LATER, {("m", 1): (2, Y, 2)})
+    assert tails.get("a", 7, "g", LATER) == {("m", 1): (5, X, 5)}
 
 
 def test_least_recently_written_groups_go_beyond_the_byte_limit(db: Database) -> None:
     tails = TileTails(limit_bytes=250)
     with db.write() as session:
         for trial in range(5):
-            tails.record_on_commit(
-                session, ("a", trial, "g"), None, STATE, {("m", 1): (0, b"." * 100)}
-            )
+            tails.record_on_commit(session, ("a", trial, "g"), None, STATE, {("m", 1): (0, X, 100)})
     assert [t for t in range(5) if tails.get("a", t, "g", STATE)] == [3, 4]
     tails.forget("a", 4, "g")
     assert tails.get("a", 4, "g", STATE) == {}

@@ -10,7 +10,7 @@ level, at most ``MAX_BUCKETS`` rows per trial whatever the number of reports, an
 further in Python when it wants them wider. Two levels rather than a full pyramid keep the writes
 close to one tile per touched finest bucket.
 
-Storage: a row of ``metric_tiles`` is a *chunk*, the tiles of an aligned run of 16 buckets
+Storage: a row of ``metric_tiles`` is a *chunk*, the tiles of an aligned run of 8 buckets
 (:data:`CHUNK_BITS`) of one metric and level, column by column (JSON: ``[buckets, n, first_x,
 first_y, last_x, last_y, min_x, min_y, max_x, max_y]``). A row per tile made the tiles cost more
 than the raw rows for young trials (a batch of 500 reports at the finest level wrote ~250 rows per
@@ -64,11 +64,11 @@ MIN_LEVEL = 1
 """Buckets are at least 2 wide: a bucket of one or two reports keeps both (first and last), so a
 trial reporting every batch loses nothing, and a young trial writes half as many tiles."""
 
-CHUNK_BITS = 4
+CHUNK_BITS = 3
 """A row of ``metric_tiles`` holds the tiles of ``2**CHUNK_BITS`` consecutive buckets of one
-metric and level: 16, so that a batch writes a few rows, not a row per bucket, and a row (~1.5
-KiB) fits in a database page. With 64, a trial reporting step by step rewrote ~6 KiB per report
-and metric (benchmarks/RESULTS.md, "Metric tiles in chunks")."""
+metric and level: 8, so that a batch writes a few rows, not a row per bucket, while a trial
+reporting step by step rewrites a small row per report and metric (~0.7 KiB; with 64 buckets, ~6
+KiB: benchmarks/RESULTS.md, "Metric tiles in chunks")."""
 
 Tile = list[Any]
 """``[n, first_x, first_y, last_x, last_y, min_x, min_y, max_x, max_y]`` (mutable while merged)."""
@@ -585,25 +585,23 @@ def update_tiles(session: Session, batch: Iterable[tuple[Run, Sequence[MetricRep
                     continue  # beyond the stored range: a new chunk
                 tail = kept.get((key[2], key[3]))
                 if tail is not None and tail[0] == key[4]:
-                    stored[key] = orjson.loads(tail[1])
+                    stored[key] = tail[1]  # never changed in place: merges build new lists
                 else:
                     continued.append(key)
         befores[(trial_id, group)] = state
         state_rows.append((trial_id, group, run_id, x_min, x_max, low))
     stored.update(_stored_chunks(connection, continued))
-    written = _write_chunks(
-        connection,
-        (
-            (key, columns if key not in stored else _combine(stored[key], columns))
-            for key, columns in new.items()
-        ),
-    )
+    final = [
+        (key, columns if key not in stored else _combine(stored[key], columns))
+        for key, columns in new.items()
+    ]
+    written = _write_chunks(connection, final)
     _upsert_states(connection, state_rows)
     tails: dict[tuple[int, str], Chunks] = collections.defaultdict(dict)
-    for trial_id, group, metric, level, chunk, data in written:
+    for ((trial_id, group, metric, level, chunk), columns), row in zip(final, written, strict=True):
         last = tails[(trial_id, group)].get((metric, level))
         if last is None or last[0] < chunk:
-            tails[(trial_id, group)][(metric, level)] = (chunk, data)
+            tails[(trial_id, group)][(metric, level)] = (chunk, columns, len(row[-1]))
     for trial_id, group, run_id, x_min, x_max, low in state_rows:
         TAILS.record_on_commit(
             session,

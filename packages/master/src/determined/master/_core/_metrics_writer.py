@@ -22,7 +22,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
 from determined.master._core import _metric_tiles, _metrics
@@ -299,7 +299,7 @@ class MetricsWriter:
     def _commit(self, batch: list[_Pending]) -> None:
         by_trial = _by_trial(batch)
         with self._transaction() as session:
-            runs = session.scalars(select(Run).where(Run.id.in_(list(by_trial))))
+            runs = session.scalars(_RUNS, {"ids": list(by_trial)})
             seen_updates, _ = self._store_runs(session, by_trial, {run.id: run for run in runs})
         _mark_seen(seen_updates)
 
@@ -314,12 +314,7 @@ class MetricsWriter:
         by_trial = _by_trial(batch)
         rows: list[MetricRow] = []
         with self._concurrent() as session:
-            locked = session.scalars(
-                select(Run)
-                .where(Run.id.in_(list(by_trial)))
-                .order_by(Run.id)
-                .with_for_update(skip_locked=True)
-            )
+            locked = session.scalars(_RUNS_LOCKED, {"ids": list(by_trial)})
             seen_updates, rest = self._store_runs(
                 session, by_trial, {run.id: run for run in locked}, rows
             )
@@ -420,13 +415,16 @@ def _by_trial(batch: list[_Pending]) -> dict[int, list[_Pending]]:
 def _configs(session: Session, runs: dict[int, Run]) -> dict[int, dict[str, Any]]:
     """The config of the runs' experiments (not the experiment rows with their model
     definitions)."""
-    return dict(
-        session.execute(
-            select(Experiment.id, Experiment.config).where(
-                Experiment.id.in_(sorted({run.experiment_id for run in runs.values()}))
-            )
-        ).all()
-    )
+    ids = sorted({run.experiment_id for run in runs.values()})
+    return dict(session.execute(_CONFIGS, {"ids": ids}).all())
+
+
+# Built once: a statement built per commit cost more than running it (its cache key, coercions).
+_RUNS = select(Run).where(Run.id.in_(bindparam("ids", expanding=True)))
+_RUNS_LOCKED = _RUNS.order_by(Run.id).with_for_update(skip_locked=True)
+_CONFIGS = select(Experiment.id, Experiment.config).where(
+    Experiment.id.in_(bindparam("ids", expanding=True))
+)
 
 
 def _small_ahead(queue: collections.deque[_Pending]) -> bool:

@@ -1,8 +1,8 @@
 """The chunks the metrics writer wrote last, kept so that the next batch of a trial needs no SELECT.
 
-A trial reporting one step at a time continues the same ``metric_tiles`` chunk (16 buckets) with
+A trial reporting one step at a time continues the same ``metric_tiles`` chunk (8 buckets) with
 every report: without this, each report read that chunk back before merging into it. Per trial and
-metric group this keeps, for each metric and level, the last chunk written (its encoded row), with
+metric group this keeps, for each metric and level, the last chunk written (its tile columns), with
 the ``metric_tile_series`` state written beside it. A batch uses a kept chunk only when the state
 it loads from the database is the one recorded: any other writer of a trial's tiles (a rollback's
 rebuild, a promotion, :func:`determined.master._core._metric_tiles.store`, a deleted trial whose
@@ -10,7 +10,8 @@ id comes back) changes or removes that state, or forgets the trial here.
 
 Entries are recorded when their transaction commits (a SQLAlchemy ``after_commit`` hook) and
 dropped with it on a rollback, so they never hold what the database does not. At most
-:data:`LIMIT_BYTES` of encoded chunks are kept, the least recently written trial groups evicted.
+:data:`LIMIT_BYTES` of chunks (counted encoded) are kept, the least recently written trial groups
+evicted.
 """
 
 from __future__ import annotations
@@ -22,13 +23,15 @@ from typing import Any
 from sqlalchemy import Connection, event
 from sqlalchemy.orm import Session
 
-LIMIT_BYTES = 32 * 1024 * 1024
-"""Encoded chunk bytes kept at most (about 1.5 KiB per metric and level of a trial group)."""
+LIMIT_BYTES = 8 * 1024 * 1024
+"""Chunk bytes kept at most, counted encoded (about 0.7 KiB per metric and level of a trial
+group; as Python lists several times that)."""
 
 State = tuple[int, int, int, int]
 """A trial group's ``metric_tile_series`` row: ``(run_id, x_min, x_max, level_min)``."""
-Chunks = dict[tuple[str, int], tuple[int, bytes]]
-"""``{(metric, level): (chunk, encoded columns)}``."""
+Chunks = dict[tuple[str, int], tuple[int, list[list[Any]], int]]
+"""``{(metric, level): (chunk, its tile columns, their encoded size)}``: the columns as
+``_metric_tiles`` builds them (decoding the stored JSON again cost as much as the merge)."""
 
 _Key = tuple[str, int, str]
 """``(database, trial_id, metric_group)``: masters in one process (tests) keep apart."""
@@ -82,11 +85,11 @@ class TileTails:
                     if found[0] == before:
                         chunks = dict(found[1])
                     self._drop(key)
-                for name, (chunk, data) in written.items():
+                for name, entry in written.items():
                     kept = chunks.get(name)
-                    if kept is None or kept[0] <= chunk:
-                        chunks[name] = (chunk, data)
-                size = sum(len(data) for _, data in chunks.values())
+                    if kept is None or kept[0] <= entry[0]:
+                        chunks[name] = entry
+                size = sum(entry[2] for entry in chunks.values())
                 self._groups[key] = (after, chunks, size)
                 self._bytes += size
             while self._bytes > self._limit and self._groups:

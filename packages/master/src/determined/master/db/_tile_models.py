@@ -2,7 +2,7 @@
 
 A tile summarises the numeric reports of one metric of one trial whose x (``total_batches``) falls
 in ``[bucket * 2**level, (bucket + 1) * 2**level)``: how many, and the first, last, lowest and
-highest point (x and value); a ``metric_tiles`` row holds the tiles of 16 consecutive buckets.
+highest point (x and value); a ``metric_tiles`` row holds the tiles of 8 consecutive buckets.
 ``metric_tile_series`` holds, per trial and metric group, which run last wrote the tiles, the x
 range reported and the finest level kept.
 """
@@ -16,7 +16,7 @@ from determined.master.db._models import Base
 
 
 class MetricTile(Base):
-    """The tiles of up to 16 consecutive buckets (one chunk) of one metric of one trial at one
+    """The tiles of up to 8 consecutive buckets (one chunk) of one metric of one trial at one
     level, column by column as JSON (see ``_core/_metric_tiles``)."""
 
     __tablename__ = "metric_tiles"

@@ -1,6 +1,6 @@
-"""metric tiles stored 16 buckets to a row, rebuilt from the metric rows
+"""metric tiles stored 8 buckets to a row, rebuilt from the metric rows
 
-``metric_tiles`` held one row per tile (bucket); it now holds one row per *chunk* of 16
+``metric_tiles`` held one row per tile (bucket); it now holds one row per *chunk* of 8
 consecutive buckets of one metric and level, the tiles column by column as JSON (see
 ``determined.master._core._metric_tiles``). Young trials wrote more tile rows than metric rows,
 and each doubling of a trial's x range rewrote all its tile rows; chunks make both a few rows.
