@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import collections
 import threading
+import weakref
 from typing import Any
 
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, Engine, event
 from sqlalchemy.orm import Session
 
 LIMIT_BYTES = 8 * 1024 * 1024
@@ -119,4 +120,11 @@ def _rolled_back(session: Session) -> None:
 
 def database_key(connection: Connection) -> str:
     """What tells one database from another in the keys (its URL, password hidden)."""
-    return str(connection.engine.url)
+    engine = connection.engine
+    key = _KEYS.get(engine)
+    if key is None:
+        key = _KEYS[engine] = str(engine.url)
+    return key
+
+
+_KEYS: weakref.WeakKeyDictionary[Engine, str] = weakref.WeakKeyDictionary()
