@@ -67,8 +67,8 @@ trial reporting every batch loses nothing, and a young trial writes half as many
 CHUNK_BITS = 3
 """A row of ``metric_tiles`` holds the tiles of ``2**CHUNK_BITS`` consecutive buckets of one
 metric and level: 8, so that a batch writes a few rows, not a row per bucket, while a trial
-reporting step by step rewrites a small row per report and metric (~0.7 KiB; with 64 buckets, ~6
-KiB: benchmarks/RESULTS.md, "Metric tiles in chunks")."""
+reporting step by step rewrites a small row per report and metric (~0.7 KiB; larger chunks made
+single reports cost more: benchmarks/RESULTS.md, "Metric tiles in chunks")."""
 
 Tile = list[Any]
 """``[n, first_x, first_y, last_x, last_y, min_x, min_y, max_x, max_y]`` (mutable while merged)."""
