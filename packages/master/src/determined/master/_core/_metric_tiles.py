@@ -270,7 +270,7 @@ def _columns_at(xs: list[int], ys: list[float], level: int, layout: Layout | Non
 
 
 def _split(columns: Columns) -> Iterator[tuple[int, Columns]]:
-    """``(chunk, its columns)`` of tiles in bucket order: :data:`CHUNK` buckets per chunk."""
+    """``(chunk, its columns)`` of tiles in bucket order: ``2**CHUNK_BITS`` buckets per chunk."""
     buckets = columns[0]
     first, last = buckets[0] >> CHUNK_BITS, buckets[-1] >> CHUNK_BITS
     if first == last:
