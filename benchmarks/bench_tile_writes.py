@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 
-from bench_pg_server_cost import BATCH, TRIALS, _reports
+from bench_pg_server_cost import BATCH, TRIALS, _cpu, _reports
 from db_rows import experiment_with_runs
 
 from determined.master._core import _metric_tiles
@@ -39,17 +39,14 @@ from determined.master.db import Database
 
 SINGLE_START = 3000
 SINGLE_ROUNDS = 40
-_TICK = os.sysconf("SC_CLK_TCK")
 
 
 def _thread_cpu() -> dict[str, float]:
-    """CPU seconds of each thread of this process (Linux ``/proc``)."""
+    """CPU seconds of each thread of this process (Linux: ``/proc/TID/stat`` as for a process)."""
     out = {}
     for tid in os.listdir("/proc/self/task"):
         with contextlib.suppress(OSError):
-            fields = pathlib.Path(f"/proc/self/task/{tid}/stat").read_text().rsplit(")", 1)[1]
-            values = fields.split()
-            out[tid] = (int(values[11]) + int(values[12])) / _TICK
+            out[tid] = _cpu(int(tid))
     return out
 
 

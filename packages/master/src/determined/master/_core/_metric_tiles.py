@@ -105,12 +105,16 @@ def _series_chunks(trial_id: int, group: str, series: Series, low: int) -> dict[
     metrics sharing their x column share its bucket layout."""
     out: dict[ChunkKey, Columns] = {}
     layouts: dict[tuple[int, int], tc.Layout | None] = {}
+    ordered: dict[int, bool] = {}
     for name, (xs, ys) in series.items():
+        in_order = ordered.get(id(xs))
+        if in_order is None:
+            in_order = ordered[id(xs)] = xs == sorted(xs)
         for offset in LEVELS:
             level = low + offset
             key = (id(xs), level)
             if key not in layouts:
-                layouts[key] = tc.layout(xs, level) if xs == sorted(xs) else None
+                layouts[key] = tc.layout(xs, level) if in_order else None
             columns = tc.columns_at(xs, ys, level, layouts[key])
             for chunk, part in tc.split(columns):
                 out[(trial_id, group, name, level, chunk)] = part
