@@ -21,6 +21,9 @@ MAX_METRIC_STRING = 64 * 1024
 MAX_METRIC_NODES = 10_000
 """The most values (nested, counted) one non-numeric metric may hold; 64 levels at most."""
 _INT64 = 2**63 - 1
+_NO_BATCH: tuple[Any, ...] = ()
+"""The batch metrics of a report without any (a list per report would be one more object per report
+for the collector to track while the report waits for its commit)."""
 
 
 def _check_value(value: Any, where: str) -> None:
@@ -141,7 +144,7 @@ def parse_report(
         trial_run_id,
         steps,
         avg,
-        batch or [],
+        batch or _NO_BATCH,
         _report_time(report_time, now or utcnow()),
     )
 

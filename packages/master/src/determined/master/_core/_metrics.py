@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import update
@@ -132,7 +133,7 @@ class MetricReport:
         trial_run_id: int | None,
         steps: int,
         avg: dict[str, Any],
-        batch: list[Any],
+        batch: Sequence[Any],
         report_time: Any,
     ) -> None:
         self.group = group
