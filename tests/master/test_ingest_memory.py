@@ -23,6 +23,16 @@ from determined.master._core._metrics import MetricReport
 CONFIG = {"name": "ingest-memory", "searcher": {"name": "single", "metric": "loss"}}
 MARKER = "trialRunId"
 """A key of every raw report body (``metrics_body``) and of nothing the parsed reports hold."""
+PROBE = "ingest_memory_probe"
+"""A metric only this test reports (other tests' masters may share the test process)."""
+
+
+def _raw_body(value: Any) -> bool:
+    """Whether ``value`` is a raw report body this test sent."""
+    if not isinstance(value, dict) or MARKER not in value:
+        return False
+    inner = value.get("metrics")
+    return isinstance(inner, dict) and PROBE in (inner.get("avgMetrics") or {})
 
 
 def _unmanaged_trial(client: Client) -> int:
@@ -37,7 +47,9 @@ def _body(trial_id: int, steps: range) -> bytes:
     return orjson.dumps(
         {
             "reports": [
-                metrics_body(trial_id, 1, "training", {"loss": 1.0 / s}, steps_completed=s)
+                metrics_body(
+                    trial_id, 1, "training", {"loss": 1.0 / s, PROBE: 1.0}, steps_completed=s
+                )
                 for s in steps
             ]
         }
@@ -70,13 +82,16 @@ def test_a_waiting_batch_keeps_only_its_parsed_reports(sqlite_master: Any) -> No
     with sqlite_master.db.write():
         threads = [threading.Thread(target=post, args=(body,)) for body in (first, second)]
         threads[0].start()
-        _wait(lambda: any(isinstance(o, MetricReport) for o in gc.get_objects()), "a batch")
+        _wait(
+            lambda: any(isinstance(o, MetricReport) and PROBE in o.avg for o in gc.get_objects()),
+            "the first batch parsed",
+        )
         threads[1].start()
         _wait(lambda: writer.pending() >= 1, "the second batch in the writer's queue")
         gc.collect()
         alive = gc.get_objects()
-        reports = [o for o in alive if isinstance(o, MetricReport)]
-        raw = [o for o in alive if isinstance(o, dict) and MARKER in o]
+        reports = [o for o in alive if isinstance(o, MetricReport) and PROBE in o.avg]
+        raw = [o for o in alive if _raw_body(o)]
         empty_lists = sum(1 for r in reports if isinstance(r.batch, list))
         del alive
     for thread in threads:
