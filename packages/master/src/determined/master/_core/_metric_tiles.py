@@ -121,7 +121,7 @@ def _series_chunks(trial_id: int, group: str, series: Series, low: int) -> dict[
     return out
 
 
-def _write_chunks(
+def write_chunks(
     connection: Connection, chunks: Iterable[tuple[ChunkKey, Columns]]
 ) -> list[tuple[Any, ...]]:
     """Store chunks (no key twice), replacing any stored under the same key: SQLite's
@@ -251,7 +251,7 @@ def _promote(connection: Connection, trial_id: int, group: str, old: int, new: i
             for into, more in zip(found, columns, strict=True):
                 into.extend(more)
     shift = new - old
-    _write_chunks(
+    write_chunks(
         connection,
         (
             ((trial_id, group, metric, level + shift, chunk), part)
@@ -282,7 +282,7 @@ def _cut(connection: Connection, trial_id: int, group: str, low: int, start: int
             end = bisect.bisect_left(columns[0], bucket)
             if end:
                 kept.append(((trial_id, group, metric, level, chunk), [c[:end] for c in columns]))
-        _write_chunks(connection, kept)
+        write_chunks(connection, kept)
 
 
 _GROUP = operator.attrgetter("group")
@@ -370,7 +370,7 @@ def update_tiles(session: Session, batch: Iterable[tuple[Run, Sequence[MetricRep
         (key, columns if key not in stored else tc.combine(stored[key], columns))
         for key, columns in new.items()
     ]
-    written = _write_chunks(connection, final)
+    written = write_chunks(connection, final)
     _upsert_states(connection, state_rows)
     tails: dict[tuple[int, str], Chunks] = collections.defaultdict(dict)
     for ((trial_id, group, metric, level, chunk), columns), row in zip(final, written, strict=True):
@@ -437,7 +437,7 @@ def store(
     low = level_min(max(xs))
     chunks = list(_series_chunks(trial_id, group, tc.series_of(points), low).items())
     for part in _chunks(chunks, 500):
-        _write_chunks(connection, part)
+        write_chunks(connection, part)
     _upsert_states(connection, [(trial_id, group, run_id, min(xs), max(xs), low)])
 
 
