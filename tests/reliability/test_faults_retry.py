@@ -142,13 +142,27 @@ def test_a_post_that_may_have_arrived_is_not_sent_twice(master: _Master) -> None
 
 
 def test_metrics_shipper_buffers_through_a_master_restart() -> None:
-    """The master is away for ~1.5 s (its port refuses connections) while a trial reports: the
-    shipper keeps the reports, ``report()`` never raises, and once the master is back every
-    report arrives exactly once, in order."""
+    """The master is away (its port refuses connections) for three of the shipper's attempts
+    while a trial reports: the shipper keeps the reports, ``report()`` never raises, and once the
+    master is back every report arrives exactly once, in order."""
     sock = refusing_socket()  # the port is this test's through the outage
     port = sock.getsockname()[1]
     session = Session(f"http://127.0.0.1:{port}", "t", allocation_token=True, retry_window=60)
     session.backoff = 0.05
+    attempts = threading.Semaphore(0)  # released once per HTTP attempt of the session
+    http_of = session._http
+
+    class _Counted:
+        def __init__(self, http: Any) -> None:
+            self._http = http
+
+        def request(self, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return self._http.request(*args, **kwargs)
+            finally:
+                attempts.release()
+
+    session._http = lambda: _Counted(http_of())  # type: ignore[method-assign]
     client = MasterClient(session)
     shipper = _metrics.MetricsShipper(
         lambda batch: client.report_trial_metrics_batch(
@@ -157,7 +171,8 @@ def test_metrics_shipper_buffers_through_a_master_restart() -> None:
     )
     for step in range(1, 21):
         shipper.report("training", {"loss": 1.0 / step}, step)
-    time.sleep(1.5)  # the outage: nothing listens on the port meanwhile
+    for _ in range(3):  # the outage: three attempts refused, nothing listens on the port
+        assert attempts.acquire(timeout=30)
     for step in range(21, 41):
         shipper.report("training", {"loss": 1.0 / step}, step)
     server = _Master(sock=sock)
