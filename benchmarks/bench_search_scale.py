@@ -22,6 +22,8 @@ Two measurements, each on SQLite and on PostgreSQL (a real server, started as th
    handling, the database. Master overhead per trial = wall time / trials, process CPU time /
    trials, and the master's CPU per trial (process CPU minus the trial threads' own CPU, measured
    with ``time.thread_time``). Also printed: SQL statements and commits per trial (load-independent).
+   The collector runs as ``det-master up`` sets it (its thresholds and ``gc.freeze()``), not with
+   Python's defaults, which an in-process master would otherwise get.
    Anchor (not measured here): Ray Tune's published ~9 ms per trial end to end.
 
     .venv/bin/python benchmarks/bench_search_scale.py [--trials 10000] [--baseline-trials 1000]
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gc
 import json
 import math
 import pathlib
@@ -315,6 +318,12 @@ def end_to_end(db_url: str | None, trials: int, slots: int) -> dict[str, float]:
             resource_manager={"type": "instant", "slots": slots},
         )
     )
+    from determined.master.__main__ import GC_THRESHOLD
+
+    saved_gc = gc.get_threshold()
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
     master.start()
     try:
         token = Session(master.url).request(
@@ -360,6 +369,8 @@ def end_to_end(db_url: str | None, trials: int, slots: int) -> dict[str, float]:
         event.remove(Engine, "before_cursor_execute", count_statement)
         event.remove(Engine, "commit", count_commit)
         master.stop()
+        gc.unfreeze()
+        gc.set_threshold(*saved_gc)
         shutil.rmtree(data_dir, ignore_errors=True)
 
 
