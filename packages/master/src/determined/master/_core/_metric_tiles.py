@@ -388,13 +388,15 @@ def update_tiles(session: Session, batch: Iterable[tuple[Run, Sequence[MetricRep
 
 
 def backfill(connection: Connection) -> int:
-    """Build the tiles of every trial group from its unarchived raw rows (the migration that
-    gives the tiles their current layout runs this once). Returns how many trial groups it
-    built."""
+    """Build from their unarchived raw rows the tiles of the trial groups that have such rows and
+    no tiles (no ``metric_tile_series`` row): a database from before the tiles, upgraded by the
+    migration that gives them their current layout. Returns how many trial groups it built."""
     pairs = connection.exec_driver_sql(
         _sql(
             connection,
-            "SELECT trial_id, metric_group, MAX(trial_run_id) FROM metrics WHERE archived = ? "
+            "SELECT trial_id, metric_group, MAX(trial_run_id) FROM metrics m WHERE archived = ? "
+            "AND NOT EXISTS (SELECT 1 FROM metric_tile_series s WHERE s.trial_id = m.trial_id "
+            "AND s.metric_group = m.metric_group) "
             "GROUP BY trial_id, metric_group ORDER BY trial_id, metric_group",
         ),
         (False,),

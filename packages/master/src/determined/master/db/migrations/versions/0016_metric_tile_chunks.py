@@ -9,7 +9,7 @@ The stored tiles are converted as they are (the levels and buckets did not chang
 holds them): the work grows with the tile rows (at most ~550 per trial, metric and group), not
 with the metric rows. Trial groups that have metric rows but no tiles (a database that came from
 before 0007, which no longer backfills) are built from their unarchived metric rows
-(``_metric_tiles.rebuild``: 3.8 s per 10^6 metric rows on SQLite, measured).
+(``_metric_tiles.backfill``: 3.8 s per 10^6 metric rows on SQLite, measured).
 
 Revision ID: 0016
 Revises: 0015
@@ -42,9 +42,8 @@ def _key() -> list[sa.Column[object]]:
 
 
 _OLD = "metric_tiles_0015"
-_COLUMNS = "trial_id, metric_group, metric, level, bucket, n, " + ", ".join(
-    ("first_x", "first_y", "last_x", "last_y", "min_x", "min_y", "max_x", "max_y")
-)
+_OLD_POINTS = ("first_x", "first_y", "last_x", "last_y", "min_x", "min_y", "max_x", "max_y")
+_COLUMNS = "trial_id, metric_group, metric, level, bucket, n, " + ", ".join(_OLD_POINTS)
 
 
 def upgrade() -> None:
@@ -61,7 +60,9 @@ def upgrade() -> None:
     )
     _convert(bind)
     op.drop_table(_OLD)
-    _build_missing(bind)
+    from determined.master._core import _metric_tiles
+
+    _metric_tiles.backfill(bind)  # groups without tiles: a database from before 0007
 
 
 def _convert(bind: sa.Connection) -> None:
@@ -83,32 +84,13 @@ def _convert(bind: sa.Connection) -> None:
             if len(chunks) >= 2_000:
                 _metric_tiles.write_chunks(bind, chunks)
                 chunks = []
-            key, columns = at, [[] for _ in range(10)]
+            key, columns = at, [[] for _ in range(2 + len(_OLD_POINTS))]  # bucket, n, points
             chunks.append((at, columns))
         columns[0].append(bucket)
         for column, value in zip(columns[1:], tile, strict=True):
             column.append(value)
     rows.close()
     _metric_tiles.write_chunks(bind, chunks)
-
-
-def _build_missing(bind: sa.Connection) -> None:
-    """Tiles for the trial groups with unarchived metric rows and no tiles."""
-    from determined.master._core import _metric_tiles
-
-    mark = "?" if bind.dialect.paramstyle == "qmark" else "%s"
-    missing = bind.exec_driver_sql(
-        "SELECT trial_id, metric_group, MAX(trial_run_id) FROM metrics m "
-        f"WHERE archived = {mark} AND NOT EXISTS (SELECT 1 FROM metric_tile_series s "
-        "WHERE s.trial_id = m.trial_id AND s.metric_group = m.metric_group) "
-        "GROUP BY trial_id, metric_group ORDER BY trial_id, metric_group",
-        (False,),
-    ).fetchall()
-    for trial_id, group, run_id in missing:
-        _metric_tiles.rebuild(bind, trial_id, group, run_id)
-
-
-_OLD_POINTS = ("first_x", "first_y", "last_x", "last_y", "min_x", "min_y", "max_x", "max_y")
 
 
 def downgrade() -> None:
