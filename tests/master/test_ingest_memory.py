@@ -14,13 +14,13 @@ from typing import Any
 
 import orjson
 import requests
-import yaml
+from master.conftest import wait_for
+from master.test_metric_tiles import _unmanaged_trial
 
 from determined.client import Client
 from determined.client._client import metrics_body
 from determined.master._core._metrics import MetricReport
 
-CONFIG = {"name": "ingest-memory", "searcher": {"name": "single", "metric": "loss"}}
 MARKER = "trialRunId"
 """A key of every raw report body (``metrics_body``) and of nothing the parsed reports hold."""
 PROBE = "ingest_memory_probe"
@@ -35,13 +35,6 @@ def _raw_body(value: Any) -> bool:
     return isinstance(inner, dict) and PROBE in (inner.get("avgMetrics") or {})
 
 
-def _unmanaged_trial(client: Client) -> int:
-    exp_id = client.experiments.create_unmanaged(yaml.safe_dump(CONFIG))["experiment"]["id"]
-    trial_id = int(client.trials.create_unmanaged(exp_id, {"lr": 0.1})["trial"]["id"])
-    client.trials.start_unmanaged(trial_id, resume=False)
-    return trial_id
-
-
 def _body(trial_id: int, steps: range) -> bytes:
     """A batch request's body, encoded: the test itself keeps no report dict alive."""
     return orjson.dumps(
@@ -54,15 +47,6 @@ def _body(trial_id: int, steps: range) -> bytes:
             ]
         }
     )
-
-
-def _wait(condition: Any, what: str) -> None:
-    event = threading.Event()
-    for _ in range(2000):
-        if condition():
-            return
-        event.wait(0.01)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_waiting_batch_keeps_only_its_parsed_reports(sqlite_master: Any) -> None:
@@ -82,12 +66,13 @@ def test_a_waiting_batch_keeps_only_its_parsed_reports(sqlite_master: Any) -> No
     with sqlite_master.db.write():
         threads = [threading.Thread(target=post, args=(body,)) for body in (first, second)]
         threads[0].start()
-        _wait(
+        wait_for(
             lambda: any(isinstance(o, MetricReport) and PROBE in o.avg for o in gc.get_objects()),
+            20,
             "the first batch parsed",
         )
         threads[1].start()
-        _wait(lambda: writer.pending() >= 1, "the second batch in the writer's queue")
+        wait_for(lambda: writer.pending() >= 1, 20, "the second batch in the writer's queue")
         gc.collect()
         alive = gc.get_objects()
         reports = [o for o in alive if isinstance(o, MetricReport) and PROBE in o.avg]
