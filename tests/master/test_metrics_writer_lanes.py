@@ -119,10 +119,7 @@ def test_one_lane_goes_on_while_another_waits_on_the_server(db: Database) -> Non
         writer.write(a, _reports(a, range(1, 11)))  # a's tile state row exists now
         with db.engine.connect() as holder:
             holder_pid = holder.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar()
-            holder.execute(
-                sqlalchemy.text("SELECT 1 FROM metric_tile_series WHERE trial_id = :t FOR UPDATE"),
-                {"t": a},
-            )
+            _lock_tiles(holder, a)
             thread, errors = _in_thread(writer.write, a, _reports(a, range(11, 21)))
             _wait_until(lambda: _blocked_backends(db, holder_pid), "a's lane to wait on the lock")
             # b's lane commits while a's transaction is stuck on the server.
@@ -143,6 +140,53 @@ def test_one_lane_goes_on_while_another_waits_on_the_server(db: Database) -> Non
     assert max(i for i, t, _, _ in rows if t == b) < min(
         i for i, t, s, _ in rows if t == a and s > 10
     )
+
+
+def _lock_tiles(holder: Any, trial: int) -> None:
+    holder.execute(
+        sqlalchemy.text("SELECT 1 FROM metric_tile_series WHERE trial_id = :t FOR UPDATE"),
+        {"t": trial},
+    )
+
+
+def test_a_small_request_passes_home_lanes_stuck_on_large_ones_and_no_trial_is_reordered(
+    db: Database,
+) -> None:
+    """The express lane: with both home lanes stuck in a large request each, a small request of an
+    idle trial is stored at once; a small request of a trial whose large one is stuck waits for it
+    (same lane) and is stored after it."""
+    _, (a, b, c) = experiment_with_runs(db, 3)
+    writer = _writer(db)
+    try:
+        for trial in (a, b, c):
+            writer.write(trial, _reports(trial, range(1, 11)))  # their tile state rows exist now
+        with db.engine.connect() as holder:
+            holder_pid = holder.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar()
+            _lock_tiles(holder, a)
+            _lock_tiles(holder, b)
+            stuck = [
+                _in_thread(writer.write, trial, _reports(trial, range(11, 61))) for trial in (a, b)
+            ]
+            _wait_until(lambda: len(_blocked_backends(db, holder_pid)) == 2, "both home lanes")
+            after, after_errors = _in_thread(writer.write, a, _reports(a, range(61, 63)))
+            _wait_until(lambda: writer.pending() == 1, "a's small request to queue")
+            idle, idle_errors = _in_thread(writer.write, c, _reports(c, range(11, 13)))
+            idle.join(60)
+            assert not idle.is_alive(), "c's small request waited behind the stuck lanes"
+            assert not idle_errors, idle_errors
+            assert [s for _, t, s, _ in _rows(db) if t == c] == list(range(1, 13))
+            assert after.is_alive(), "a's small request passed a's own stuck request"
+            assert all(thread.is_alive() for thread, _ in stuck)
+            holder.rollback()
+        for thread, errors in [*stuck, (after, after_errors)]:
+            thread.join(60)
+            assert not errors, errors
+        assert writer.pending() == 0
+    finally:
+        writer.close()
+    rows = _rows(db)
+    assert [s for _, t, s, _ in rows if t == a] == list(range(1, 63))
+    assert [s for _, t, s, _ in rows if t == b] == list(range(1, 61))
 
 
 def test_concurrent_trials_store_every_report_once_and_a_follower_by_id_misses_none(

@@ -48,7 +48,7 @@ trial, no more than two."""
 SMALL_REQUEST = 16
 """A request of at most this many reports joins the next transaction whatever its size: a trial
 reporting now and then is acknowledged within about one commit even while a hundred trials
-stream batches of hundreds."""
+stream batches of hundreds. On PostgreSQL it may also take the express lane (:class:`MetricsWriter`)."""
 
 
 class _Pending:
@@ -123,10 +123,17 @@ class _Lane:
     """One writer thread and the requests waiting for it (those of the trials routed to it)."""
 
     def __init__(
-        self, store: Callable[[list[_Pending]], None], name: str, max_reports: int
+        self,
+        store: Callable[[list[_Pending]], None],
+        name: str,
+        max_reports: int,
+        on_done: Callable[[_Pending], None] | None = None,
     ) -> None:
         self._store = store
         self._max_reports = max_reports
+        self._on_done = on_done
+        self.load = 0
+        """Reports queued or in the transaction in progress (read without the lock: a hint)."""
         self.queue: collections.deque[_Pending] = collections.deque()
         self._wake = threading.Condition()
         self._closed = False
@@ -140,6 +147,7 @@ class _Lane:
             if self._closed:
                 raise APIError(503, "the master is shutting down")
             self.queue.append(item)
+            self.load += len(item.reports)
             self._wake.notify()
 
     def close(self) -> None:
@@ -207,7 +215,11 @@ class _Lane:
                             self._store([item])
                         except Exception as exc:
                             item.error = exc if isinstance(exc, APIError) else _internal(exc)
+            with self._wake:
+                self.load -= sum(len(item.reports) for item in batch)
             for item in batch:
+                if self._on_done is not None:
+                    self._on_done(item)
                 item.finish()
 
 
@@ -223,6 +235,14 @@ class MetricsWriter:
     as with one lane. Metric ids become visible in the order they were taken: the lanes insert
     their rows and commit one at a time (:attr:`_ordered`), so a reader following an experiment's
     reports by id (``_metric_series``) never skips a row committed late.
+
+    With several lanes there is also an express lane, for small requests (:data:`SMALL_REQUEST`):
+    while a hundred trials stream batches, a trial reporting now and then would otherwise wait for
+    its home lane's transaction of a thousand reports to finish before its own begins. A request
+    goes to the lane that holds its trial's requests still queued or in progress (so a trial's
+    reports keep their order: one lane is first in, first out); when the trial has none, a small
+    request goes to the least loaded lane (the express one while the home lanes stream batches;
+    spread over all lanes when every trial reports one at a time), a large one to its home lane.
     """
 
     def __init__(
@@ -242,23 +262,37 @@ class MetricsWriter:
         self._ordered = threading.Lock()
         """Held from a concurrent transaction's metric inserts to its commit."""
         count = max(1, lanes) if self._concurrent is not None else 1
+        self._routing = threading.Lock()
+        self._outstanding: dict[int, tuple[_Lane, int]] = {}
+        """Per trial with requests queued or in a transaction: their lane and how many."""
         self._lanes = [
             _Lane(
                 self._store,
                 "det-metrics-writer" + (f"-{i}" if i else ""),
                 MAX_REPORTS_PER_COMMIT // count,
+                self._done,
             )
             for i in range(count)
         ]
+        self._express = (
+            _Lane(
+                self._store,
+                "det-metrics-writer-express",
+                MAX_REPORTS_PER_COMMIT // count,
+                self._done,
+            )
+            if count > 1
+            else None
+        )
 
     def pending(self) -> int:
         """Requests waiting for a transaction (not those of the transactions in progress)."""
-        return sum(len(lane.queue) for lane in self._lanes)
+        return sum(len(lane.queue) for lane in self._all_lanes())
 
     def write(self, trial_id: int, reports: list[MetricReport]) -> None:
         """Store ``reports`` of one trial; returns once committed."""
         item = _Pending(trial_id, reports)
-        self._lane(trial_id).put(item)
+        self._put(item)
         item.done.wait()
         if item.error is not None:
             raise item.error
@@ -268,17 +302,44 @@ class MetricsWriter:
         item = _Pending(trial_id, reports)
         item.loop = asyncio.get_running_loop()
         item.future = item.loop.create_future()
-        self._lane(trial_id).put(item)
+        self._put(item)
         await item.future
 
     def close(self) -> None:
-        for lane in self._lanes:
+        lanes = self._all_lanes()
+        for lane in lanes:
             lane.close()
-        for lane in self._lanes:
+        for lane in lanes:
             lane.join(timeout=10)
 
-    def _lane(self, trial_id: int) -> _Lane:
-        return self._lanes[trial_id % len(self._lanes)]
+    def _all_lanes(self) -> list[_Lane]:
+        return self._lanes if self._express is None else [*self._lanes, self._express]
+
+    def _put(self, item: _Pending) -> None:
+        """Queue ``item`` on its trial's lane (see the class docstring for which one)."""
+        if self._express is None:
+            self._lanes[0].put(item)
+            return
+        with self._routing:
+            lane, count = self._outstanding.get(item.trial_id, (None, 0))
+            if lane is None:
+                if len(item.reports) > SMALL_REQUEST:
+                    lane = self._lanes[item.trial_id % len(self._lanes)]
+                else:
+                    lane = min(self._all_lanes(), key=_load)
+            lane.put(item)  # under the routing lock: the trial's next request queues after it
+            self._outstanding[item.trial_id] = (lane, count + 1)
+
+    def _done(self, item: _Pending) -> None:
+        """A lane finished ``item``: its trial's next request may take another lane."""
+        if self._express is None:
+            return
+        with self._routing:
+            lane, count = self._outstanding[item.trial_id]
+            if count > 1:
+                self._outstanding[item.trial_id] = (lane, count - 1)
+            else:
+                del self._outstanding[item.trial_id]
 
     def _store(self, batch: list[_Pending]) -> None:
         """One lane's batch: concurrently when it can be, the rest (or all) exclusively."""
@@ -427,6 +488,10 @@ _RUNS = (
 )
 _RUNS_LOCKED = _RUNS.order_by(Run.id).with_for_update(of=Run, skip_locked=True)
 _MISSING: tuple[None, None] = (None, None)
+
+
+def _load(lane: _Lane) -> int:
+    return lane.load
 
 
 def _small_ahead(queue: collections.deque[_Pending]) -> bool:
