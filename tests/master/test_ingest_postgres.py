@@ -10,6 +10,7 @@ escape.
 
 from __future__ import annotations
 
+import datetime
 import os
 import pathlib
 import signal
@@ -20,6 +21,8 @@ from typing import Any
 import pytest
 import sqlalchemy
 from postgres_db import drop_database, postgres_url
+
+from determined.master.db._metric_inserts import FEW_METRIC_ROWS
 
 pytestmark = pytest.mark.postgres
 
@@ -208,14 +211,31 @@ def test_text_copy_must_escape_round_trips(
     pg_master: Any, engine: sqlalchemy.Engine, tmp_path: pathlib.Path
 ) -> None:
     """Group names and string values with backslashes, tabs, newlines and non-ASCII text come back
-    exactly as sent (COPY's text format gives those characters a meaning)."""
+    exactly as sent (COPY's text format gives those characters a meaning), and so does the report
+    time, whether the rows went in by COPY (a large batch) or by one INSERT (a few rows)."""
     api = pg_master.api()
     ((trial, run),) = _start_trials(api, tmp_path, 1)
     odd = "back\\slash\ttab\nnewline \u00e9\u4e2d \\N"
     group = "odd\\group \u00e9"
-    reports = [_report(trial, run, s, group, note=odd, x=float(s)) for s in (1, 2, 3)]
-    _post_batch(api, trial, reports)
+    sizes = (3, FEW_METRIC_ROWS + 30)  # an INSERT, then a COPY
+    when = ["2026-11-30T01:02:03.456789Z", "2026-11-30T04:05:06.5+02:00"]
+    step = 0
+    for size, time_sent in zip(sizes, when, strict=True):
+        reports = []
+        for _ in range(size):
+            step += 1
+            report = _report(trial, run, step, group, note=odd, x=float(step))
+            report["metrics"]["reportTime"] = time_sent
+            reports.append(report)
+        _post_batch(api, trial, reports)
     read = api.metrics(trial, group)
-    assert api.steps(read) == [1, 2, 3]
-    assert [api.values(r)["note"] for r in read] == [odd] * 3
-    assert [g for _, _, g, _ in _stored(engine, trial)] == [group] * 3
+    assert api.steps(read) == list(range(1, step + 1))
+    assert [api.values(r)["note"] for r in read] == [odd] * step
+    assert [g for _, _, g, _ in _stored(engine, trial)] == [group] * step
+    with engine.connect() as connection:
+        times = connection.execute(
+            sqlalchemy.text("SELECT end_time FROM metrics WHERE trial_id = :t ORDER BY id"),
+            {"t": trial},
+        ).scalars()
+        expected = [datetime.datetime.fromisoformat(t) for t in when]
+        assert list(times) == [expected[0]] * sizes[0] + [expected[1]] * sizes[1]

@@ -29,6 +29,12 @@ from determined.master.db._models import Metric
 
 COLUMNS = "trial_id, trial_run_id, metric_group, total_batches, end_time, metrics, archived"
 
+FEW_METRIC_ROWS = 8
+"""Metric rows that go in by one ``INSERT ... VALUES`` on PostgreSQL instead of COPY: one round
+trip instead of two, which a trial's lone report waits for under load. Not more: a statement of
+~30 rows (a transaction of one-report requests) cost the server more than their COPY (the
+one-report baseline of ``benchmarks/bench_metrics_ingest.py`` lost ~10 % of its rows/s)."""
+
 MetricRow = tuple[int, int | None, str, int, datetime.datetime, dict[str, Any], bool]
 """One metric row, in :data:`COLUMNS` order (``metrics`` as a dict, encoded here)."""
 
@@ -40,6 +46,12 @@ def _naive_utc(value: datetime.datetime) -> str:
     if value.tzinfo is not None and value.utcoffset():
         value = value.astimezone(_UTC)
     return value.replace(tzinfo=None).isoformat(" ", "microseconds")
+
+
+def _aware(value: datetime.datetime) -> datetime.datetime:
+    """A naive time (UTC by the master's convention) made explicit, as COPY's text gets it: the
+    server would read a naive value in its session time zone."""
+    return value if value.tzinfo is not None else value.replace(tzinfo=_UTC)
 
 
 def _copy_text(value: str) -> str:
@@ -66,9 +78,7 @@ def copy_buffer(rows: list[MetricRow]) -> bytes:
             text = text.replace("\\", "\\\\")
         if end_time is not last_time:  # a request's reports usually share one time
             last_time = end_time
-            if end_time.tzinfo is None:
-                end_time = end_time.replace(tzinfo=_UTC)
-            last_text = end_time.isoformat()
+            last_text = _aware(end_time).isoformat()
         lines.append(
             f"{trial_id}\t{run_id}\t{escaped}\t{steps}\t{last_text}\t{text}\t"
             f"{'t' if archived else 'f'}\n"
@@ -97,6 +107,18 @@ def insert_metric_rows(connection: Connection, rows: list[MetricRow]) -> None:
         )
         return
     if dialect.name == "postgresql" and dialect.driver == "psycopg":
+        if len(rows) <= FEW_METRIC_ROWS:
+            dumps = orjson.dumps
+            marks = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+            connection.exec_driver_sql(
+                f"INSERT INTO metrics ({COLUMNS}) VALUES {marks}",
+                tuple(
+                    value
+                    for t, r, g, s, e, m, a in rows
+                    for value in (t, r, g, s, _aware(e), dumps(m).decode(), a)
+                ),
+            )
+            return
         raw = connection.connection.driver_connection
         with (
             raw.cursor() as cursor,  # type: ignore[union-attr]
