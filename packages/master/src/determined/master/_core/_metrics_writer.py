@@ -48,7 +48,7 @@ trial, no more than two."""
 SMALL_REQUEST = 16
 """A request of at most this many reports joins the next transaction whatever its size: a trial
 reporting now and then is acknowledged within about one commit even while a hundred trials
-stream batches of hundreds. On PostgreSQL it may also take the express lane (:class:`MetricsWriter`)."""
+stream batches of hundreds. On PostgreSQL it may take the express lane (:class:`MetricsWriter`)."""
 
 
 class _Pending:
