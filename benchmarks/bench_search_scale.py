@@ -246,15 +246,19 @@ def _instant_rm_plugin() -> Any:
                 base = f"{env['DET_MASTER'].rstrip('/')}/api/v1/trials/{env['DET_TRIAL_ID']}"
                 headers = {"Authorization": f"Bearer {env['DET_SESSION_TOKEN']}"}
                 lr = float(yaml.safe_load(env["DET_HPARAMS"])["lr"])
-                while True:
-                    answer = http.get(f"{base}/searcher/operation", headers=headers).json()
-                    if answer.get("completed"):
-                        break
+                # As det's client does: ask for the first operation; each completion's answer
+                # gives the next one (``nextOperation``), else ask again.
+                answer = http.get(f"{base}/searcher/operation", headers=headers).json()
+                while not answer.get("completed"):
                     length = int(answer["op"]["validateAfter"]["length"])
                     body = {"op": {"length": length}, "searcherMetric": loss(lr, length)}
-                    http.post(
+                    done = http.post(
                         f"{base}/searcher/completed_operation", json=body, headers=headers
-                    ).raise_for_status()
+                    )
+                    done.raise_for_status()
+                    answer = done.json().get("nextOperation") or (
+                        http.get(f"{base}/searcher/operation", headers=headers).json()
+                    )
             except Exception as e:  # the trial "crashes"
                 print("instant trial failed:", e, file=sys.stderr)
                 code = 1

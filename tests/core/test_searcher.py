@@ -146,6 +146,25 @@ def test_on_cluster_operations_come_from_the_master(on_cluster: OnCluster) -> No
     assert request.headers["Grpc-Metadata-x-allocation-token"] == f"Bearer {fake_master.TOKEN}"
 
 
+def test_an_operation_given_with_a_completion_is_not_asked_for(on_cluster: OnCluster) -> None:
+    """det's master gives the next operation with each completion (``nextOperation``): the trial
+    asks only for its first one."""
+    fm = on_cluster.master
+    first = {"op": {"validateAfter": {"length": "25"}}, "completed": False}
+    fm.override("GET", OPERATION, body=first, times=1)
+    following = {"op": {"validateAfter": {"length": "100"}}, "completed": False}
+    fm.override("POST", COMPLETED, body={"nextOperation": following}, times=1)
+    fm.override("POST", COMPLETED, body={"nextOperation": {"op": None, "completed": True}})
+    lengths = []
+    with core.init() as ctx:
+        for op in ctx.searcher.operations():
+            lengths.append(op.length)
+            op.report_completed(1.0)
+    assert lengths == [25, 100]
+    assert len(fm.find("GET", OPERATION)) == 1
+    assert len(fm.find("POST", COMPLETED)) == 2
+
+
 def test_a_stopped_trial_gets_no_operation(on_cluster: OnCluster) -> None:
     _serve_ops(on_cluster.master)
     with core.init() as ctx:

@@ -26,8 +26,14 @@ def _complete(client: Any, trial_id: int, body: dict[str, Any]) -> Any:
 
 
 def _done(client: Any, trial_id: int, length: Any, metric: Any) -> None:
+    """Complete an operation; det's answer gives the next one (``nextOperation``), which must be
+    what the trial's question right after gets."""
     r = _complete(client, trial_id, {"op": {"length": length}, "searcherMetric": metric})
     assert r.status_code == 200, r.text
+    given = r.json().get("nextOperation")
+    if given is not None:
+        asked = client.get(f"/api/v1/trials/{trial_id}/searcher/operation")
+        assert given == asked
 
 
 def _paused(client: Any, config_of: Any, searcher: dict[str, Any]) -> tuple[int, list[int]]:
@@ -86,6 +92,25 @@ def test_asha_hands_out_rungs_and_stops_losers(
     exp = client.wait_state(exp_id, "STATE_COMPLETED")
     assert len(client.trials(exp_id)) == 3
     assert exp["progress"] == 1.0
+
+
+def test_a_completion_gives_the_next_operation(sqlite_client: Any, config_of: Any) -> None:
+    """det's ``nextOperation``: promoted, stopped, and for a trial that completes an operation it
+    never asked for (completing one puts it on the operations protocol, as asking does)."""
+    client = sqlite_client
+    _exp_id, (a, b, c) = _paused(client, config_of, ASHA)
+    assert _op(client, a) == 4
+    promoted = _complete(client, a, {"op": {"length": 4}, "searcherMetric": 1.0}).json()
+    assert promoted["nextOperation"] == {
+        "op": {"validateAfter": {"length": "8"}},
+        "completed": False,
+    }
+    assert _op(client, b) == 4
+    stopped = _complete(client, b, {"op": {"length": 4}, "searcherMetric": 2.0}).json()
+    assert stopped["nextOperation"] == {"op": None, "completed": True}
+    unasked = _complete(client, c, {"op": {"length": 4}, "searcherMetric": 0.5}).json()
+    assert unasked["nextOperation"]["op"]["validateAfter"]["length"] == "8"
+    assert [_op(client, t) for t in (a, b, c)] == [8, None, 8]
 
 
 def test_the_protocol_survives_a_restart(

@@ -11,7 +11,7 @@ paths and JSON conventions), which a test checks against the master's OpenAPI do
 
 from determined.client._api import Client
 from determined.client._checkpoints import CheckpointsClient
-from determined.client._client import MasterClient, metrics_body, utc_now_iso
+from determined.client._client import MasterClient, NextOperation, metrics_body, utc_now_iso
 from determined.client._cluster import ClusterClient, MasterInfoClient
 from determined.client._config_policies import ConfigPoliciesClient
 from determined.client._context_dir import MAX_CONTEXT_SIZE, ContextTooLargeError, read_context_dir
@@ -60,6 +60,7 @@ __all__ = [
     "MasterInfoClient",
     "MasterNotFoundError",
     "ModelsClient",
+    "NextOperation",
     "NotFoundError",
     "NotebooksClient",
     "ProjectsClient",

@@ -8,7 +8,7 @@ server on a loopback port, never by patching these methods.
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from determined.client import _errors
 from determined.client import _routes as r
@@ -127,25 +127,22 @@ class MasterClient:
         """GET /api/v1/trials/{id}/searcher/operation: the length to train to next, or None when
         the searcher needs nothing more from this trial (``completed``)."""
         answer = r.call(self.session, r.TRIAL_SEARCHER_OPERATION, trial_id=trial_id)
-        if answer.get("completed"):
-            return None
-        op = answer.get("op") or {}
-        length = (op.get("validateAfter") or op.get("validate_after") or op).get("length")
-        if length is None:
-            raise _errors.APIError(
-                "GET",
-                r.TRIAL_SEARCHER_OPERATION.path(trial_id=trial_id),
-                502,
-                f"the master's answer has no op.validateAfter.length: {answer}",
-            )
-        return int(length)  # protojson sends 64-bit integers as strings
+        return _operation_length(answer, "GET", r.TRIAL_SEARCHER_OPERATION.path(trial_id=trial_id))
 
     def complete_searcher_operation(
         self, trial_id: int, length: int, searcher_metric: float
-    ) -> None:
-        """POST /api/v1/trials/{id}/searcher/completed_operation (upstream 0.37's body)."""
+    ) -> NextOperation | None:
+        """POST /api/v1/trials/{id}/searcher/completed_operation (upstream 0.37's body).
+
+        Returns the next operation when the master gave it with its answer (det's
+        ``nextOperation``; upstream's master answers ``{}``): then the trial need not ask."""
         body = {"op": {"length": length}, "searcherMetric": searcher_metric}
-        r.call(self.session, r.TRIAL_COMPLETE_OPERATION, body=body, trial_id=trial_id)
+        answer = r.call(self.session, r.TRIAL_COMPLETE_OPERATION, body=body, trial_id=trial_id)
+        following = (answer or {}).get("nextOperation")
+        if not isinstance(following, dict):
+            return None
+        path = r.TRIAL_COMPLETE_OPERATION.path(trial_id=trial_id)
+        return NextOperation(_operation_length(following, "POST", path))
 
     # ---- checkpoints ------------------------------------------------------------------------------
     def report_checkpoint(
@@ -246,3 +243,24 @@ def metrics_body(
     if report_time is not None:
         report["reportTime"] = report_time
     return {"group": group, "metrics": report}
+
+
+class NextOperation(NamedTuple):
+    """A trial's next searcher operation, given by the master with its completed one:
+    ``length`` None when the searcher needs nothing more from the trial."""
+
+    length: int | None
+
+
+def _operation_length(answer: dict[str, Any], method: str, path: str) -> int | None:
+    """The length of a searcher-operation answer (``{"op": {"validateAfter": {"length": "N"}},
+    "completed": false}``), None when ``completed``."""
+    if answer.get("completed"):
+        return None
+    op = answer.get("op") or {}
+    length = (op.get("validateAfter") or op.get("validate_after") or op).get("length")
+    if length is None:
+        raise _errors.APIError(
+            method, path, 502, f"the master's answer has no op.validateAfter.length: {answer}"
+        )
+    return int(length)  # protojson sends 64-bit integers as strings

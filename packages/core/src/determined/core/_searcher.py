@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from determined.client import NextOperation
     from determined.core._api import TrialAPI
     from determined.core._distributed import DistributedContext
 
@@ -56,7 +57,7 @@ class SearcherOperationsAPI(Protocol):
 
     def complete_searcher_operation(
         self, trial_id: int, length: int, searcher_metric: float
-    ) -> None: ...
+    ) -> NextOperation | None: ...
 
 
 class SearcherOperation:
@@ -126,6 +127,8 @@ class SearcherContext:
         self._max_length = max_length
         self._units = units
         self._operations = operations
+        self._given: NextOperation | None = None
+        """The next operation the master gave with the last completed one (then no question)."""
 
     def operations(
         self, searcher_mode: SearcherMode = SearcherMode.WorkersAskChief, auto_ack: bool = True
@@ -184,6 +187,9 @@ class SearcherContext:
         if self._operations is not None:
             from determined.client import APIError, NotFoundError
 
+            given, self._given = self._given, None
+            if given is not None:
+                return given.length
             try:
                 return self._operations.get_searcher_operation(self._trial_id)
             except NotFoundError:
@@ -235,7 +241,9 @@ class SearcherContext:
 
     def _complete(self, length: int, searcher_metric: Any) -> None:
         if self._operations is not None:
-            self._operations.complete_searcher_operation(self._trial_id, length, searcher_metric)
+            self._given = self._operations.complete_searcher_operation(
+                self._trial_id, length, searcher_metric
+            )
         else:
             logger.debug("searcher operation of length %s completed: %s", length, searcher_metric)
 

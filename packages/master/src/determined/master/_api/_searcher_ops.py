@@ -91,6 +91,9 @@ def complete_searcher_operation(
     The searcher hears it as a validation with the searcher metric and ``time_metric = N``
     (unless the trial already reported a validation at that length), so ASHA promotes or stops
     the trial here; a stopped trial gets its preemption signal and ``completed: true`` next.
+
+    Upstream answers ``{}``. det adds ``nextOperation``, what ``searcher/operation`` would answer
+    now, so that det's client skips that question (upstream's clients ignore the field).
     """
     payload = sub_object(body, "completed_operation")
     length = _parse_length(get(payload, "op"))
@@ -100,7 +103,13 @@ def complete_searcher_operation(
     metric = to_float(raw_metric)
     if metric is None or math.isnan(metric) or isinstance(raw_metric, bool):
         raise APIError(400, f"searcherMetric: must be a number, got {raw_metric!r}")
-    searcher_operations_of(request).operation_completed(
+    following = searcher_operations_of(request).operation_completed(
         trial_id, principal.allocation_id, length, metric
     )
-    return {}
+    if following is None:
+        return {}
+    return {
+        "nextOperation": _operation(following.length)
+        if following.length is not None
+        else _completed()
+    }

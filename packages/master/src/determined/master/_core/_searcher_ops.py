@@ -9,7 +9,7 @@ searcher: their trials get one operation of the full length.
 from __future__ import annotations
 
 import threading
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from sqlalchemy import bindparam, select
 
@@ -120,22 +120,42 @@ class SearcherOperations:
 
     def operation_completed(
         self, trial_id: int, caller_allocation_id: str | None, length: int, metric: float
-    ) -> None:
-        """The trial trained to ``length``; the searcher hears it as a validation of ``metric``."""
+    ) -> Next | None:
+        """The trial trained to ``length``; the searcher hears it as a validation of ``metric``.
+
+        Returns the trial's next operation as :meth:`next_operation` answers right after (so the
+        trial need not ask: one request per operation instead of two); None if the searcher does
+        not count the trial as one on the operations protocol (completing an operation makes it
+        one, so only a searcher that ignored the completion leaves the question to the trial)."""
         with self._transactions.txn() as session:
             run, exp = get_trial(session, trial_id)
             self._check_caller(caller_allocation_id, run.id)
             if exp.state in TERMINAL_STATES or run.state in TERMINAL_STATES:
-                return
+                return Next(None)
             if self._searchers.is_continued(exp.id):
                 with self._continued_lock:
                     key = (run.id, run.run_id)
                     self._continued_done[key] = max(self._continued_done.get(key, 0), length)
-                return
-            request_id = run.request_id
-            self._lifecycle.searcher_event(
-                session, exp, lambda s: s.operation_completed(request_id, length, metric)
-            )
+            else:
+                request_id = run.request_id
+                self._lifecycle.searcher_event(
+                    session, exp, lambda s: s.operation_completed(request_id, length, metric)
+                )
+            # The searcher's decisions are in `run` and `exp` now (one session, one identity map).
+            answer = self._answer_without_searcher(run, exp, None)
+            if answer is not _ASK_SEARCHER:
+                return Next(cast("int | None", answer))
+            searcher = self._searchers.of(exp)
+            if run.request_id not in searcher.op_lengths:
+                return None
+            return Next(self._ask(searcher, run.request_id))
+
+
+class Next(NamedTuple):
+    """A trial's next operation given with its completed one: ``length`` None when the searcher
+    needs nothing more from it."""
+
+    length: int | None
 
 
 def _live(state: str, exp_state: str, early_stopped: bool) -> bool:
