@@ -252,11 +252,11 @@ def _instant_rm_plugin() -> Any:
                 while not answer.get("completed"):
                     length = int(answer["op"]["validateAfter"]["length"])
                     body = {"op": {"length": length}, "searcherMetric": loss(lr, length)}
-                    done = http.post(
+                    completed = http.post(
                         f"{base}/searcher/completed_operation", json=body, headers=headers
                     )
-                    done.raise_for_status()
-                    answer = done.json().get("nextOperation") or (
+                    completed.raise_for_status()
+                    answer = completed.json().get("nextOperation") or (
                         http.get(f"{base}/searcher/operation", headers=headers).json()
                     )
             except Exception as e:  # the trial "crashes"

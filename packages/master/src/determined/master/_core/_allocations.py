@@ -18,7 +18,7 @@ import threading
 import time
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from determined.master import _auth
@@ -192,9 +192,7 @@ class Allocations:
         if alloc.preempt:
             return
         alloc.preempt = True
-        row = session.get(Allocation, alloc.allocation_id)
-        if row is not None:
-            row.preemption_requested = True
+        session.execute(_PREEMPTION_REQUESTED, {"aid": alloc.allocation_id})
         aid = alloc.allocation_id
         self._transactions.effect(lambda: self.wake(aid))
 
@@ -256,12 +254,10 @@ class Allocations:
         if alloc.timer is not None:
             alloc.timer.cancel()
         self._transactions.effect(lambda: self.wake(allocation_id))
-        row = session.get(Allocation, allocation_id)
-        if row is not None:
-            row.state = "TERMINATED"
-            row.end_time = utcnow()
-            row.exit_code = exit_code
-            row.exit_error = error
+        session.execute(
+            _TERMINATED,
+            {"aid": allocation_id, "ended": utcnow(), "code": exit_code, "error": error},
+        )
         revoke_trial_session(session, allocation_id, alloc.user_token)
         return alloc
 
@@ -323,3 +319,23 @@ class Allocations:
             for alloc in self._by_id.values():
                 if alloc.timer is not None:
                     alloc.timer.cancel()
+
+
+_PREEMPTION_REQUESTED = (
+    update(Allocation)
+    .where(Allocation.allocation_id == bindparam("aid"))
+    .values(preemption_requested=True)
+)
+_TERMINATED = (
+    update(Allocation)
+    .where(Allocation.allocation_id == bindparam("aid"))
+    .values(
+        state="TERMINATED",
+        end_time=bindparam("ended"),
+        exit_code=bindparam("code"),
+        exit_error=bindparam("error"),
+    )
+)
+"""An allocation's row written without loading it first (a SELECT per trial each). ORM-enabled
+updates, built once: a copy of the row already in the session is kept in step. Neither column is
+one the authentication cache watches (see ``_deps.AuthCache``)."""
