@@ -143,6 +143,9 @@ def test_no_training_length_is_a_clear_400(sqlite_client: Any, config_of: Any) -
     r = client.request("GET", f"/api/v1/trials/{trial}/searcher/operation")
     assert r.status_code == 400
     assert "searcher.max_length" in r.json()["error"]["error"]
+    # A completion is still heard; the next operation is the question's to refuse.
+    r = _complete(client, trial, {"op": {"length": 5}, "searcherMetric": 0.5})
+    assert r.status_code == 200 and r.json() == {}, r.text
 
 
 BAD_COMPLETIONS = [

@@ -126,7 +126,7 @@ class SearcherOperations:
         Returns the trial's next operation as :meth:`next_operation` answers right after (so the
         trial need not ask: one request per operation instead of two); None if the searcher does
         not count the trial as one on the operations protocol (completing an operation makes it
-        one, so only a searcher that ignored the completion leaves the question to the trial)."""
+        one) and in the other cases of :meth:`_following`: then the trial asks."""
         with self._transactions.txn() as session:
             run, exp = get_trial(session, trial_id)
             self._check_caller(caller_allocation_id, run.id)
@@ -142,6 +142,15 @@ class SearcherOperations:
                     session, exp, lambda s: s.operation_completed(request_id, length, metric)
                 )
             # The searcher's decisions are in `run` and `exp` now (one session, one identity map).
+            return self._following(run, exp)
+
+    def _following(self, run: Run, exp: Experiment) -> Next | None:
+        """What :meth:`next_operation` would answer now, without writing; None when only the
+        question can answer (an unmanaged experiment, a trial the searcher does not count as
+        one on the protocol, or an answer that is an error: the completion stands)."""
+        if exp.unmanaged:
+            return None
+        try:
             answer = self._answer_without_searcher(run, exp, None)
             if answer is not _ASK_SEARCHER:
                 return Next(cast("int | None", answer))
@@ -149,6 +158,8 @@ class SearcherOperations:
             if run.request_id not in searcher.op_lengths:
                 return None
             return Next(self._ask(searcher, run.request_id))
+        except APIError:
+            return None
 
 
 class Next(NamedTuple):
