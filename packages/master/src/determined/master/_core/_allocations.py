@@ -254,10 +254,14 @@ class Allocations:
         if alloc.timer is not None:
             alloc.timer.cancel()
         self._transactions.effect(lambda: self.wake(allocation_id))
-        session.execute(
-            _TERMINATED,
-            {"aid": allocation_id, "ended": utcnow(), "code": exit_code, "error": error},
-        )
+        # An ORM write: the flush of end_time is what drops the allocation token from the
+        # authentication cache (``_deps.AuthCache``), so the token stops working at once.
+        row = session.get(Allocation, allocation_id)
+        if row is not None:
+            row.state = "TERMINATED"
+            row.end_time = utcnow()
+            row.exit_code = exit_code
+            row.exit_error = error
         revoke_trial_session(session, allocation_id, alloc.user_token)
         return alloc
 
@@ -326,16 +330,7 @@ _PREEMPTION_REQUESTED = (
     .where(Allocation.allocation_id == bindparam("aid"))
     .values(preemption_requested=True)
 )
-_TERMINATED = (
-    update(Allocation)
-    .where(Allocation.allocation_id == bindparam("aid"))
-    .values(
-        state="TERMINATED",
-        end_time=bindparam("ended"),
-        exit_code=bindparam("code"),
-        exit_error=bindparam("error"),
-    )
-)
-"""An allocation's row written without loading it first (a SELECT per trial each). ORM-enabled
-updates, built once: a copy of the row already in the session is kept in step. Neither column is
-one the authentication cache watches (see ``_deps.AuthCache``)."""
+"""A stopped trial's allocation row written without loading it first (a SELECT per trial).
+ORM-enabled, built once: a copy of the row already in the session is kept in step. Not a column
+the authentication cache watches (see ``_deps.AuthCache``); the exit's ``end_time`` is, so
+:meth:`Allocations.mark_exited` writes through the ORM."""
