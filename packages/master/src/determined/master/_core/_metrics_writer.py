@@ -127,7 +127,7 @@ class _Lane:
         store: Callable[[list[_Pending]], None],
         name: str,
         max_reports: int,
-        on_done: Callable[[_Pending], None] | None = None,
+        on_done: Callable[[_Pending], None],
     ) -> None:
         self._store = store
         self._max_reports = max_reports
@@ -218,8 +218,7 @@ class _Lane:
             with self._wake:
                 self.load -= sum(len(item.reports) for item in batch)
             for item in batch:
-                if self._on_done is not None:
-                    self._on_done(item)
+                self._on_done(item)
                 item.finish()
 
 
@@ -265,25 +264,14 @@ class MetricsWriter:
         self._routing = threading.Lock()
         self._outstanding: dict[int, tuple[_Lane, int]] = {}
         """Per trial with requests queued or in a transaction: their lane and how many."""
-        self._lanes = [
-            _Lane(
-                self._store,
-                "det-metrics-writer" + (f"-{i}" if i else ""),
-                MAX_REPORTS_PER_COMMIT // count,
-                self._done,
-            )
-            for i in range(count)
+        names = ["det-metrics-writer" + (f"-{i}" if i else "") for i in range(count)]
+        if count > 1:
+            names.append("det-metrics-writer-express")
+        made = [
+            _Lane(self._store, name, MAX_REPORTS_PER_COMMIT // count, self._done) for name in names
         ]
-        self._express = (
-            _Lane(
-                self._store,
-                "det-metrics-writer-express",
-                MAX_REPORTS_PER_COMMIT // count,
-                self._done,
-            )
-            if count > 1
-            else None
-        )
+        self._lanes = made[:count]
+        self._express = made[count] if count > 1 else None
 
     def pending(self) -> int:
         """Requests waiting for a transaction (not those of the transactions in progress)."""
