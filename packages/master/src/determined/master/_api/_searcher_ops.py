@@ -37,6 +37,11 @@ def _operation(length: int) -> dict[str, Any]:
     return {"op": {"validateAfter": {"length": str(length)}}, "completed": False}
 
 
+def _answer(length: int | None) -> dict[str, Any]:
+    """The answer of ``searcher/operation``: the operation, or ``completed`` for None."""
+    return _operation(length) if length is not None else _completed()
+
+
 @router.get(
     "/api/v1/trials/{trial_id}/searcher/operation",
     dependencies=[on_trial(P.VIEW_EXPERIMENT_METADATA)],
@@ -47,8 +52,9 @@ def get_searcher_operation(
     """The trial's next operation: ``{"op": {"validateAfter": {"length": "N"}}, "completed": false}``,
     or ``{"op": null, "completed": true}`` once the searcher needs nothing more from it (it was
     stopped, e.g. by ASHA, or completed every operation)."""
-    length = searcher_operations_of(request).next_operation(trial_id, principal.allocation_id)
-    return _operation(length) if length is not None else _completed()
+    return _answer(
+        searcher_operations_of(request).next_operation(trial_id, principal.allocation_id)
+    )
 
 
 def _parse_length(op: Any) -> int:
@@ -106,10 +112,4 @@ def complete_searcher_operation(
     following = searcher_operations_of(request).operation_completed(
         trial_id, principal.allocation_id, length, metric
     )
-    if following is None:
-        return {}
-    return {
-        "nextOperation": _operation(following.length)
-        if following.length is not None
-        else _completed()
-    }
+    return {} if following is None else {"nextOperation": _answer(following.length)}
