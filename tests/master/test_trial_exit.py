@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from determined.master._core._events import UNSENT_SIGKILL
 from determined.master.rm import _process
 
 ESCAPED = """
@@ -54,3 +55,30 @@ def test_an_escaped_process_does_not_delay_the_exit(
     logs = "".join(api.logs(trial["id"]))
     pid = int(logs.split("escaped ", 1)[1].split()[0])
     api.wait_for(lambda: not _alive(pid), 30, f"the escaped process {pid} to be killed")
+
+
+def test_a_sigkill_the_master_did_not_send_is_named(api: Any, tmp_path: pathlib.Path) -> None:
+    """A trial killed from outside (the kernel's out-of-memory killer, say) ends in ERROR with an
+    exit message that says the master did not send the signal; a kill the master sent does not."""
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "die.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    config = {
+        "name": "killed-from-outside",
+        "entrypoint": "python3 die.py",
+        "searcher": {"name": "single", "metric": "x", "max_length": 1},
+        "max_restarts": 0,
+    }
+    exp_id = api.create_experiment(config, context)
+    assert api.wait_experiment(exp_id, timeout=120) == "STATE_ERROR", api.debug(exp_id)
+    logs = "".join(api.logs(api.trials(exp_id)[0]["id"]))
+    assert "exited with code -9" in logs and UNSENT_SIGKILL in logs, logs
+
+    (context / "wait.py").write_text("print('waiting', flush=True)\nimport time\ntime.sleep(300)\n")
+    exp_id = api.create_experiment({**config, "entrypoint": "python3 wait.py"}, context)
+    trial_id = api.wait_for(lambda: api.trials(exp_id) and api.trials(exp_id)[0]["id"], 60)
+    api.wait_for(lambda: "waiting" in "".join(api.logs(trial_id)), 120, "the trial to run")
+    api.post(f"/api/v1/experiments/{exp_id}/kill")
+    assert api.wait_experiment(exp_id, timeout=120) == "STATE_CANCELED", api.debug(exp_id)
+    logs = "".join(api.logs(trial_id))
+    assert "exited with code -9" in logs and UNSENT_SIGKILL not in logs, logs

@@ -18,6 +18,7 @@ import pytest
 from determined.master import MasterConfig
 from determined.master.__main__ import _config, _parser
 from determined.master.rm import resource_manager
+from determined.master.rm._process import wait_unreaped
 from determined.master.rm.ray import NodeRunner, PoolConfig, parse_config
 from determined.master.rm.ray._cluster import (
     alive_nodes,
@@ -27,7 +28,7 @@ from determined.master.rm.ray._cluster import (
     strategy,
     too_big,
 )
-from determined.master.rm.ray._node import node_environment, pack_directory
+from determined.master.rm.ray._node import MARKER_ENV, kill_marked, node_environment, pack_directory
 from determined.master.rm.ray._run import task_environment
 
 
@@ -351,3 +352,30 @@ def test_ranks_die_with_their_actor_process(tmp_path: pathlib.Path) -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_group_id_without_marked_processes_is_never_killed() -> None:
+    """A launch's group id whose processes are all gone may lead a stranger's group by now (pids
+    wrap around): only a marked member, or a leader still held unreaped, makes it the launch's."""
+    stranger = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True
+    )
+    try:
+        kill_marked(stranger.pid, f"{MARKER_ENV}=gone")
+        assert stranger.poll() is None and _alive(stranger.pid)
+        kill_marked(stranger.pid, f"{MARKER_ENV}=gone", group_held=True)
+        assert stranger.wait(20) == -signal.SIGKILL
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_the_leader_is_reaped_only_after_its_group_was_ended(tmp_path: pathlib.Path) -> None:
+    """``wait_unreaped`` leaves the exited leader a zombie, so its pid (the group id the runner
+    kills) stays reserved until the group's leftovers are gone."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    wait_unreaped(child.pid)
+    with open(f"/proc/{child.pid}/stat") as f:
+        assert f.read().split(")")[-1].split()[0] == "Z"
+    assert child.wait(5) == 0
+    wait_unreaped(child.pid)  # reaped already: returns at once

@@ -58,6 +58,8 @@ def run_forwarding_signals(
         raise SystemExit(127) from None
 
     def forward(signum: int, _frame: types.FrameType | None) -> None:
+        if proc.returncode is not None:
+            return  # reaped: its pid (and group id) may belong to someone else by now
         try:
             if whole_group:
                 os.killpg(proc.pid, signum)

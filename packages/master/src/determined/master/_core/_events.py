@@ -15,6 +15,7 @@ import logging
 import pathlib
 import queue
 import secrets
+import signal
 import socket
 import threading
 import time
@@ -340,6 +341,10 @@ class AllocationEvents:
                 message = f"Trial {run.id} (run {run.run_id}) failed to run: {error}"
             else:
                 message = _exit_message(run, exit_code)
+                if exit_code == -signal.SIGKILL and not (
+                    alloc.kill_requested or alloc.preemption_timed_out
+                ):
+                    message += f"; {UNSENT_SIGKILL}"
             failed = error is not None or exit_code != 0
             note = alloc.preempted_by_kill(failed)
             if note is not None:  # killed by us: a preemption, not a crash
@@ -390,6 +395,14 @@ def _log_new_runner(session: Session, task_id: str, aid: str, config: dict[str, 
         + json.dumps(config, default=str),
         allocation_id=aid,
     )
+
+
+UNSENT_SIGKILL = (
+    "det did not send this SIGKILL: it came from outside, most often from the kernel's"
+    " out-of-memory killer (the node's `dmesg` names the process it killed)"
+)
+"""Added to the exit of a process killed by a SIGKILL the master never sent: upstream shows only
+the exit code, and users are left to guess."""
 
 
 def _exit_message(run: Run, exit_code: int | None) -> str:

@@ -243,12 +243,26 @@ class ProcessGroup:
 
     def _wait(self) -> None:
         assert self.popen is not None
-        code = self.popen.wait()
+        wait_unreaped(self.popen.pid)
         with self._lock:
-            # The leader is gone: end what it left behind so the allocation is really over.
+            # The leader is gone: end what it left behind so the allocation is really over. Not
+            # reaped yet, it still holds its pid, so the group id cannot name anyone else's group.
             self.signal(signal.SIGKILL)
             self.group_alive = False
-        self._lines.put(_Exit(code))
+        self._lines.put(_Exit(self.popen.wait()))
+
+
+def wait_unreaped(pid: int) -> None:
+    """Block until child ``pid`` has exited, leaving it a zombie (not reaped).
+
+    A reaped pid, and the process group id it led, can be handed to an unrelated process (pids
+    wrap around at ``pid_max``, 32768 on many machines), so a ``killpg`` after reaping may kill a
+    stranger's processes. Killing the group between this call and the reap is always safe.
+    """
+    try:
+        os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+    except ChildProcessError:
+        pass  # reaped already (by whoever called wait first)
 
 
 def kill_marked(allocation_id: str) -> int:

@@ -15,6 +15,11 @@ session of their own (``determined.launch.torch_distributed`` does, for torchrun
 to the group leaves those behind. So every process of a launch carries a marker variable
 (``DET_RAY_RUN``, a random token inherited by every descendant), and a kill reaches the group and
 every process of this user whose environment holds the marker.
+
+A group id is only killed while it certainly still names the launch's group: while its leader is
+this actor's child and not reaped (``poll`` kills the leftovers before it reaps the leader), or
+while a process carrying the marker is in it. Pids wrap around, so an id whose processes are all
+gone may already lead a stranger's group.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import time
 import uuid
 from typing import IO, Any
 
-from determined.master.rm._process import read_lines
+from determined.master.rm._process import read_lines, wait_unreaped
 
 FLUSH_INTERVAL_S = 0.05
 """How long ``poll`` gathers more lines after the first one arrived."""
@@ -48,36 +53,50 @@ MARKER_ENV = "DET_RAY_RUN"
 """Set to a random token in every process of one launch on one node (see the module docstring)."""
 
 
-def kill_marked(pgid: int, marker: str) -> None:
-    """SIGKILL to process group ``pgid`` and to every process whose environment holds ``marker``
-    (``NAME=token``). Self-contained (the watcher script is its source text)."""
+def kill_marked(pgid: int, marker: str, group_held: bool = False) -> None:
+    """SIGKILL to every process whose environment holds ``marker`` (``NAME=token``) and to
+    process group ``pgid`` when it is still the launch's: ``group_held`` (its leader is the
+    caller's unreaped child) or a marked process is in it. Self-contained (the watcher script is
+    its source text)."""
     import os
     import signal
 
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
     needle = marker.encode()
+    marked: list[int] = []
+    groups: set[int] = set()
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == os.getpid():
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as f:
                 if needle in f.read().split(b"\0"):
-                    os.kill(int(name), signal.SIGKILL)
+                    groups.add(os.getpgid(int(name)))
+                    marked.append(int(name))
         except (OSError, ValueError):
             continue
+    if group_held or pgid in groups:
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    for pid in marked:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
 
 _WATCHER = (
     inspect.getsource(kill_marked)
     + "import os, sys\n"
-    + "while os.read(0, 65536):\n"
-    + "    pass\n"
-    + "kill_marked(int(sys.argv[1]), sys.argv[2])\n"
+    + "told = b''\n"
+    + "while chunk := os.read(0, 65536):\n"
+    + "    told += chunk\n"
+    + "if not told:\n"
+    + "    kill_marked(int(sys.argv[1]), sys.argv[2])\n"
 )
-"""Blocks until the actor's end of its stdin pipe closes, then kills the trial's processes."""
+"""Blocks until the actor's end of its stdin pipe closes; unless the actor wrote that it ended
+the launch itself, kills the trial's processes."""
 
 _DROPPED_ENV = ("OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES")
 """Variables Ray sets for its own workers that must not leak into a trial (the master's choice, or
@@ -154,6 +173,7 @@ class NodeRunner:
         self._open_streams = 0
         self._lock = threading.Lock()
         self._signalled: int | None = None
+        self._group_ended = False
         self.marker = f"{MARKER_ENV}={uuid.uuid4().hex}"
 
     # -- identity ------------------------------------------------------------------------------
@@ -273,9 +293,7 @@ class NodeRunner:
                 flush_at = time.monotonic() + FLUSH_INTERVAL_S
         if self._open_streams or self._popen is None:
             return lines, None
-        code = self._popen.wait()
-        self._end_group()
-        return lines, code
+        return lines, self._end_group()
 
     def signal(self, signum: int) -> None:
         """Send ``signum`` to the whole process group (also remembered for a start still to come);
@@ -289,17 +307,27 @@ class NodeRunner:
         if self._popen is None:
             return
         if signum == signal.SIGKILL:
-            kill_marked(self._popen.pid, self.marker)
-            return
-        try:
-            os.killpg(self._popen.pid, signum)
-        except (ProcessLookupError, PermissionError):
-            pass
+            kill_marked(self._popen.pid, self.marker, group_held=not self._group_ended)
+        elif not self._group_ended:
+            try:
+                os.killpg(self._popen.pid, signum)
+            except (ProcessLookupError, PermissionError):
+                pass
 
-    def _end_group(self) -> None:
-        """The leader exited: let the watcher kill what it left behind, then remove the files."""
+    def _end_group(self) -> int:
+        """Wait for the leader to exit, kill what it left behind while the unreaped leader still
+        holds the group id, release the watcher, then reap the leader; its exit code."""
+        assert self._popen is not None
+        wait_unreaped(self._popen.pid)
         with self._lock:
+            if not self._group_ended:
+                kill_marked(self._popen.pid, self.marker, group_held=True)
+                self._group_ended = True
             if self._watch_fd is not None:
+                try:
+                    os.write(self._watch_fd, b"ended")
+                except OSError:
+                    pass  # the watcher is gone already
                 os.close(self._watch_fd)
                 self._watch_fd = None
         if self._watcher is not None:
@@ -307,16 +335,13 @@ class NodeRunner:
                 self._watcher.wait(10)
             except subprocess.TimeoutExpired:
                 pass
+        return self._popen.wait()
 
     def cleanup(self) -> None:
         """Kill the group if it still runs and remove this node's copy of the context."""
         self.signal(signal.SIGKILL)
         if self._popen is not None:
-            try:
-                self._popen.wait(10)
-            except subprocess.TimeoutExpired:
-                pass
-        self._end_group()
+            self._end_group()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
