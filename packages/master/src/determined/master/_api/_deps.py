@@ -15,7 +15,15 @@ from starlette.requests import HTTPConnection
 
 from determined.master import _auth
 from determined.master._wire import APIError, as_utc
-from determined.master.db import Allocation, Experiment, Run, User, UserSession, utcnow
+from determined.master.db import (
+    Allocation,
+    Experiment,
+    Run,
+    User,
+    UserSession,
+    take_revoked,
+    utcnow,
+)
 
 if TYPE_CHECKING:
     from determined.master._api._metric_stream import StreamCache
@@ -210,9 +218,10 @@ class AuthCache:
     """Resolved tokens, kept for a few seconds so a busy trial does not pay a lookup per request.
 
     A flush that changes or deletes a User, UserSession or Allocation row (logout, password or admin
-    changes, deactivation, an allocation ending) drops the entries resolved through that row, so
-    revocations take effect at once; new rows (a login, a trial's session or allocation starting)
-    and an allocation's other columns (its state) leave the cache alone.
+    changes, deactivation) drops the entries resolved through that row, and so does the commit of a
+    transaction that noted revocations made without loading rows (``db.note_revoked``: an
+    allocation ending), so revocations take effect at once; new rows (a login, a trial's session or
+    allocation starting) and an allocation's other columns (its state) leave the cache alone.
     """
 
     TTL_SECONDS = 5.0
@@ -221,6 +230,8 @@ class AuthCache:
         self._entries: dict[str, tuple[float, Principal]] = {}
         self._lock = threading.Lock()
         event.listen(master.db._sessions, "after_flush", self._after_flush)
+        event.listen(master.db._sessions, "after_commit", self._after_commit)
+        event.listen(master.db._sessions, "after_rollback", take_revoked)
 
     def get(self, digest: str) -> Principal | None:
         entry = self._entries.get(digest)
@@ -238,6 +249,18 @@ class AuthCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+
+    def _after_commit(self, session: Any) -> None:
+        revoked = take_revoked(session)
+        if revoked is None or not self._entries:
+            return
+        with self._lock:
+            for digest in revoked.digests:
+                self._entries.pop(digest, None)
+            if revoked.allocation_ids:
+                for digest, (_, principal) in list(self._entries.items()):
+                    if principal.allocation_id in revoked.allocation_ids:
+                        del self._entries[digest]
 
     _ALLOCATION_KEYS = ("end_time", "token_hash", "trial_id", "task_id")
     """The allocation columns a cached principal depends on."""

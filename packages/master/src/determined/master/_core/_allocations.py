@@ -25,7 +25,7 @@ from determined.master import _auth
 from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
 from determined.master._wire import APIError
-from determined.master.db import Allocation, Experiment, Run, UserSession, utcnow
+from determined.master.db import Allocation, Experiment, Run, UserSession, note_revoked, utcnow
 
 logger = logging.getLogger("determined.master")
 
@@ -38,7 +38,15 @@ def trial_session_description(allocation_id: str) -> str:
 _TRIAL_SESSION = select(UserSession).where(
     UserSession.description == bindparam("description"), UserSession.revoked_at.is_(None)
 )
-_TRIAL_SESSION_BY_HASH = _TRIAL_SESSION.where(UserSession.token_hash == bindparam("digest"))
+_REVOKE_TRIAL_SESSION = (
+    update(UserSession)
+    .where(
+        UserSession.token_hash == bindparam("digest"),
+        UserSession.description == bindparam("described"),
+        UserSession.revoked_at.is_(None),
+    )
+    .values(revoked_at=bindparam("now"))
+)
 
 
 def revoke_trial_session(session: Session, allocation_id: str, user_token: str = "") -> None:
@@ -51,9 +59,12 @@ def revoke_trial_session(session: Session, allocation_id: str, user_token: str =
     """
     params = {"description": trial_session_description(allocation_id)}
     if user_token:
-        params["digest"] = _auth.token_hash(user_token)
-    rows = session.scalars(_TRIAL_SESSION_BY_HASH if user_token else _TRIAL_SESSION, params)
-    for row in rows:
+        digest = _auth.token_hash(user_token)
+        values = {"described": params["description"], "digest": digest, "now": utcnow()}
+        session.execute(_REVOKE_TRIAL_SESSION, values)
+        note_revoked(session, digests=[digest])  # the authentication cache drops it at the commit
+        return
+    for row in session.scalars(_TRIAL_SESSION, params):
         row.revoked_at = utcnow()  # an ORM write, so the authentication cache drops it at once
 
 
@@ -254,14 +265,12 @@ class Allocations:
         if alloc.timer is not None:
             alloc.timer.cancel()
         self._transactions.effect(lambda: self.wake(allocation_id))
-        # An ORM write: the flush of end_time is what drops the allocation token from the
-        # authentication cache (``_deps.AuthCache``), so the token stops working at once.
-        row = session.get(Allocation, allocation_id)
-        if row is not None:
-            row.state = "TERMINATED"
-            row.end_time = utcnow()
-            row.exit_code = exit_code
-            row.exit_error = error
+        session.execute(
+            _ALLOCATION_EXITED,
+            {"aid": allocation_id, "now": utcnow(), "code": exit_code, "error": error},
+        )
+        # no row was loaded, so no flush tells the authentication cache: the note does
+        note_revoked(session, allocation_ids=[allocation_id])
         revoke_trial_session(session, allocation_id, alloc.user_token)
         return alloc
 
@@ -330,7 +339,17 @@ _PREEMPTION_REQUESTED = (
     .where(Allocation.allocation_id == bindparam("aid"))
     .values(preemption_requested=True)
 )
-"""A stopped trial's allocation row written without loading it first (a SELECT per trial).
-ORM-enabled, built once: a copy of the row already in the session is kept in step. Not a column
-the authentication cache watches (see ``_deps.AuthCache``); the exit's ``end_time`` is, so
-:meth:`Allocations.mark_exited` writes through the ORM."""
+_ALLOCATION_EXITED = (
+    update(Allocation)
+    .where(Allocation.allocation_id == bindparam("aid"))
+    .values(
+        state="TERMINATED",
+        end_time=bindparam("now"),
+        exit_code=bindparam("code"),
+        exit_error=bindparam("error"),
+    )
+)
+"""Allocation rows written without loading them first (a SELECT per trial). ORM-enabled, built
+once: a copy of the row already in the session is kept in step. The authentication cache does not
+see such a write in a flush; :meth:`Allocations.mark_exited` notes the exit's revocation
+(``db.note_revoked``) for it."""

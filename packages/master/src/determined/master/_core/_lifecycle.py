@@ -29,7 +29,18 @@ DEFAULT_PREEMPTION_TIMEOUT = 3600.0
 _RUN_OF_REQUEST = select(Run).where(
     Run.experiment_id == bindparam("exp_id"), Run.request_id == bindparam("request_id")
 )
+
+
 _END_TASK = update(Task).where(Task.task_id == bindparam("tid")).values(end_time=bindparam("ended"))
+
+
+def _run_in_session(session: Session, exp_id: int, request_id: str) -> Run | None:
+    """The run of ``request_id`` if ``session`` holds it already: the searcher mostly stops the
+    trial whose completed operation it was just told of, which that transaction loaded."""
+    for obj in session.identity_map.values():
+        if isinstance(obj, Run) and obj.experiment_id == exp_id and obj.request_id == request_id:
+            return obj
+    return None
 
 
 class Lifecycle:
@@ -120,7 +131,9 @@ class Lifecycle:
         self.maybe_finish(session, exp)
 
     def _searcher_stop(self, session: Session, exp: Experiment, request_id: str) -> list[Any]:
-        run = session.scalar(_RUN_OF_REQUEST, {"exp_id": exp.id, "request_id": request_id})
+        run = _run_in_session(session, exp.id, request_id) or session.scalar(
+            _RUN_OF_REQUEST, {"exp_id": exp.id, "request_id": request_id}
+        )
         if run is None or run.state in _wire.TERMINAL_STATES:
             return []
         run.early_stopped_by_searcher = True

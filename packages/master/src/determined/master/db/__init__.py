@@ -31,6 +31,7 @@ from determined.master.db._queries import (
     registered_versions,
     validation_at_step,
 )
+from determined.master.db._revocations import Revoked, note_revoked, take_revoked
 from determined.master.db._task_models import NtscTask
 from determined.master.db._team_models import (
     BUILTIN_ROLE_IDS,
@@ -72,6 +73,7 @@ __all__ = [
     "ModelVersion",
     "NtscTask",
     "Project",
+    "Revoked",
     "RoleAssignment",
     "Run",
     "SlotState",
@@ -89,7 +91,9 @@ __all__ = [
     "checkpoint_validation_metrics",
     "core_rows",
     "latest_completed_checkpoint",
+    "note_revoked",
     "registered_versions",
+    "take_revoked",
     "utcnow",
     "validation_at_step",
 ]
