@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import pathlib
 import time
 from collections.abc import Callable
@@ -117,9 +118,34 @@ class MasterAPI:
         return dict(report["metrics"]["avg_metrics"])
 
     def debug(self, experiment_id: int) -> str:
-        """Everything useful when an end-to-end test times out."""
+        """Everything useful when an end-to-end test times out (and, when a trial was killed
+        from outside, this machine's memory: the out-of-memory killer is the usual sender)."""
         out = [f"experiment {experiment_id}: {self.experiment(experiment_id)['state']}"]
         for trial in self.trials(experiment_id):
             out.append(f"trial {trial['id']}: {trial['state']} restarts={trial.get('restarts')}")
             out.extend("  " + line.rstrip() for line in self.logs(trial["id"])[-40:])
+        if any("did not send this SIGKILL" in line for line in out):
+            out.append(memory_picture())
         return "\n".join(out)
+
+
+def memory_picture(top: int = 8) -> str:
+    """This machine's available memory and its largest processes by resident size."""
+    fields = pathlib.Path("/proc/meminfo").read_text(encoding="ascii").splitlines()
+    meminfo = {line.split(":")[0]: line.split()[1] for line in fields}
+    sizes = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+                pages = int(f.read().split()[1])
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                command = f.read().replace(b"\0", b" ")[:100].decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        sizes.append((pages * os.sysconf("SC_PAGE_SIZE") >> 20, pid, command))
+    lines = [
+        f"memory: {int(meminfo['MemAvailable']) >> 10} MiB available of "
+        f"{int(meminfo['MemTotal']) >> 10} MiB; largest processes (MiB):"
+    ]
+    lines += [f"  {mib:6d} {pid} {command}" for mib, pid, command in sorted(sizes)[::-1][:top]]
+    return "\n".join(lines)
