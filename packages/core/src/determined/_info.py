@@ -280,7 +280,9 @@ class ClusterInfo:
         target.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            json.dump(self.to_dict(), f)
+            # dumps, not dump: dump streams through the pure-Python encoder, and a trial's
+            # config made this the largest part of the master's CPU for launching a trial
+            f.write(json.dumps(self.to_dict()))
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> ClusterInfo:

@@ -22,6 +22,7 @@ from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session
 
 from determined.master import _auth
+from determined.master._core._held_rows import update_unloaded
 from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
 from determined.master._wire import APIError
@@ -61,7 +62,7 @@ def revoke_trial_session(session: Session, allocation_id: str, user_token: str =
     if user_token:
         digest = _auth.token_hash(user_token)
         values = {"described": params["description"], "digest": digest, "now": utcnow()}
-        session.execute(_REVOKE_TRIAL_SESSION, values)
+        update_unloaded(session, _REVOKE_TRIAL_SESSION, values, UserSession, token_hash=digest)
         note_revoked(session, digests=[digest])  # the authentication cache drops it at the commit
         return
     for row in session.scalars(_TRIAL_SESSION, params):
@@ -203,8 +204,8 @@ class Allocations:
         if alloc.preempt:
             return
         alloc.preempt = True
-        session.execute(_PREEMPTION_REQUESTED, {"aid": alloc.allocation_id})
         aid = alloc.allocation_id
+        update_unloaded(session, _PREEMPTION_REQUESTED, {"aid": aid}, Allocation, allocation_id=aid)
         self._transactions.effect(lambda: self.wake(aid))
 
         def on_timeout() -> None:
@@ -265,9 +266,12 @@ class Allocations:
         if alloc.timer is not None:
             alloc.timer.cancel()
         self._transactions.effect(lambda: self.wake(allocation_id))
-        session.execute(
+        update_unloaded(
+            session,
             _ALLOCATION_EXITED,
             {"aid": allocation_id, "now": utcnow(), "code": exit_code, "error": error},
+            Allocation,
+            allocation_id=allocation_id,
         )
         # no row was loaded, so no flush tells the authentication cache: the note does
         note_revoked(session, allocation_ids=[allocation_id])
@@ -349,7 +353,7 @@ _ALLOCATION_EXITED = (
         exit_error=bindparam("error"),
     )
 )
-"""Allocation rows written without loading them first (a SELECT per trial). ORM-enabled, built
-once: a copy of the row already in the session is kept in step. The authentication cache does not
+"""Allocation rows written without loading them first (a SELECT per trial), built once, run by
+``_held_rows.update_unloaded`` (a copy the session holds is expired). The authentication cache does not
 see such a write in a flush; :meth:`Allocations.mark_exited` notes the exit's revocation
 (``db.note_revoked``) for it."""

@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from determined.master import _wire
 from determined.master._core._allocations import Allocations
+from determined.master._core._held_rows import held, update_unloaded
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
@@ -32,15 +33,6 @@ _RUN_OF_REQUEST = select(Run).where(
 
 
 _END_TASK = update(Task).where(Task.task_id == bindparam("tid")).values(end_time=bindparam("ended"))
-
-
-def _run_in_session(session: Session, exp_id: int, request_id: str) -> Run | None:
-    """The run of ``request_id`` if ``session`` holds it already: the searcher mostly stops the
-    trial whose completed operation it was just told of, which that transaction loaded."""
-    for obj in session.identity_map.values():
-        if isinstance(obj, Run) and obj.experiment_id == exp_id and obj.request_id == request_id:
-            return obj
-    return None
 
 
 class Lifecycle:
@@ -131,7 +123,9 @@ class Lifecycle:
         self.maybe_finish(session, exp)
 
     def _searcher_stop(self, session: Session, exp: Experiment, request_id: str) -> list[Any]:
-        run = _run_in_session(session, exp.id, request_id) or session.scalar(
+        # the searcher mostly stops the trial whose completed operation it was just told of,
+        # which this transaction loaded
+        run = held(session, Run, experiment_id=exp.id, request_id=request_id) or session.scalar(
             _RUN_OF_REQUEST, {"exp_id": exp.id, "request_id": request_id}
         )
         if run is None or run.state in _wire.TERMINAL_STATES:
@@ -223,11 +217,8 @@ class Lifecycle:
             run.end_time = utcnow()
             # The trial's current task ends with it (an UPDATE: loading the row first cost a
             # SELECT on every trial's end).
-            session.execute(
-                _END_TASK,
-                {"tid": run.task_id, "ended": run.end_time},
-                execution_options={"synchronize_session": False},
-            )
+            ended = {"tid": run.task_id, "ended": run.end_time}
+            update_unloaded(session, _END_TASK, ended, Task, task_id=run.task_id)
         master_log(session, run.task_id, f"Trial {run.id} is now {new_state}")
 
     def stop_experiment(self, session: Session, exp: Experiment, target: str) -> None:

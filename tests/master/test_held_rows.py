@@ -1,0 +1,53 @@
+"""``_held_rows``: an UPDATE written without loading rows keeps the session's copies honest."""
+
+from __future__ import annotations
+
+import datetime
+import pathlib
+
+from sqlalchemy import bindparam, update
+
+from determined.master._core._held_rows import held, update_unloaded
+from determined.master.db import Database, Task
+
+_END = update(Task).where(Task.task_id == bindparam("tid")).values(end_time=bindparam("ended"))
+WHEN = datetime.datetime(2026, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+
+
+def _database(tmp_path: pathlib.Path) -> Database:
+    db = Database(f"sqlite:///{tmp_path / 'det.db'}")
+    db.migrate()
+    with db.write() as session:
+        session.add_all([Task(task_id="a", job_id="j"), Task(task_id="b", job_id="j")])
+    return db
+
+
+def test_a_held_copy_reads_the_update_and_its_pending_change_is_kept(
+    tmp_path: pathlib.Path,
+) -> None:
+    db = _database(tmp_path)
+    with db.write() as session:
+        a, b = session.get(Task, "a"), session.get(Task, "b")
+        assert a is not None and b is not None
+        a.job_id = "changed before the update"  # pending: an expire without a flush drops it
+        update_unloaded(session, _END, {"tid": "a", "ended": WHEN}, Task, task_id="a")
+        assert a.end_time is not None and a.end_time.replace(tzinfo=None) == WHEN.replace(
+            tzinfo=None
+        )
+        assert a.job_id == "changed before the update"
+        assert "job_id" in vars(b)  # another row's copy is left loaded
+    with db.read() as session:
+        stored = session.get(Task, "a")
+        assert stored is not None and stored.job_id == "changed before the update"
+        assert stored.end_time is not None
+
+
+def test_held_finds_only_a_loaded_match(tmp_path: pathlib.Path) -> None:
+    db = _database(tmp_path)
+    with db.write() as session:
+        assert held(session, Task, task_id="a") is None  # nothing loaded: no SELECT made
+        a = session.get(Task, "a")
+        assert held(session, Task, task_id="a") is a
+        assert held(session, Task, task_id="a", job_id="other") is None
+        session.expire(a)
+        assert held(session, Task, task_id="a", job_id="j") is None  # not loaded: no match
