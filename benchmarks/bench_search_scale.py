@@ -244,7 +244,8 @@ def _instant_rm_plugin() -> Any:
                 if http is None:
                     http = self._http.session = requests.Session()
                 base = f"{env['DET_MASTER'].rstrip('/')}/api/v1/trials/{env['DET_TRIAL_ID']}"
-                headers = {"Authorization": f"Bearer {env['DET_SESSION_TOKEN']}"}
+                # the allocation token in its own header, as det's and upstream's trials send it
+                headers = {"Grpc-Metadata-x-allocation-token": f"Bearer {env['DET_SESSION_TOKEN']}"}
                 lr = float(yaml.safe_load(env["DET_HPARAMS"])["lr"])
                 # As det's client does: ask for the first operation; each completion's answer
                 # gives the next one (``nextOperation``), else ask again.

@@ -391,34 +391,59 @@ def _resolve(request: Request) -> Principal:
     cached = _cached_principal(cache, candidates)
     if cached is not None:
         return cached
+    alloc_token = _bearer(request.headers.get("grpc-metadata-x-allocation-token"))
     with master.db.read() as session:
         for token in candidates:
             digest = _auth.token_hash(token)
-            sess = session.scalar(_SESSION_BY_HASH, {"digest": digest})
-            if sess is not None:
-                expiry = as_utc(sess.expiry)
-                if sess.revoked_at is None and expiry is not None and expiry > utcnow():
-                    user = session.get(User, sess.user_id)
-                    if user is not None and user.active:
-                        session.expunge(user)
-                        principal = Principal(user, None, sess.id)
-                        cache.put(digest, principal, expiry)
-                        return principal
-            found = session.execute(_LIVE_ALLOCATION_BY_HASH, {"digest": digest}).first()
-            if found is not None:
-                allocation_id, task_id, trial_id, experiment_id, user = found
-                session.expunge(user)
-                principal = Principal(
-                    user,
-                    allocation_id,
-                    None,
-                    trial_id=trial_id,
-                    experiment_id=experiment_id,
-                    task_id=task_id,
-                )
-                cache.put(digest, principal, None)
-                return principal
+            # A trial's allocation token comes in its own header: looked up as one first (one
+            # SELECT, not two, at each of its first requests and the cache's expiries).
+            lookups = (
+                (_allocation_principal, _session_principal)
+                if token == alloc_token
+                else (_session_principal, _allocation_principal)
+            )
+            for lookup in lookups:
+                principal = lookup(session, digest, cache)
+                if principal is not None:
+                    return principal
     raise APIError(401, "invalid or expired token; log in again")
+
+
+def _session_principal(session: Any, digest: str, cache: AuthCache) -> Principal | None:
+    """The user of a live login session whose token hashes to ``digest`` (cached)."""
+    sess = session.scalar(_SESSION_BY_HASH, {"digest": digest})
+    if sess is None:
+        return None
+    expiry = as_utc(sess.expiry)
+    if sess.revoked_at is not None or expiry is None or expiry <= utcnow():
+        return None
+    user = session.get(User, sess.user_id)
+    if user is None or not user.active:
+        return None
+    session.expunge(user)
+    principal = Principal(user, None, sess.id)
+    cache.put(digest, principal, expiry)
+    return principal
+
+
+def _allocation_principal(session: Any, digest: str, cache: AuthCache) -> Principal | None:
+    """The trial of a live allocation whose token hashes to ``digest``, acting as its
+    experiment's owner (cached)."""
+    found = session.execute(_LIVE_ALLOCATION_BY_HASH, {"digest": digest}).first()
+    if found is None:
+        return None
+    allocation_id, task_id, trial_id, experiment_id, user = found
+    session.expunge(user)
+    principal = Principal(
+        user,
+        allocation_id,
+        None,
+        trial_id=trial_id,
+        experiment_id=experiment_id,
+        task_id=task_id,
+    )
+    cache.put(digest, principal, None)
+    return principal
 
 
 def require_admin(principal: Principal) -> None:
