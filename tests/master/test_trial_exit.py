@@ -35,21 +35,26 @@ def _alive(pid: int) -> bool:
         return False
 
 
+def _single_trial(api: Any, tmp_path: pathlib.Path, name: str, script: str) -> int:
+    """An experiment of one trial running ``script`` (never restarted); its id."""
+    context = tmp_path / "context"
+    context.mkdir(exist_ok=True)
+    (context / f"{name}.py").write_text(script)
+    config = {
+        "name": name,
+        "entrypoint": f"python3 {name}.py",
+        "searcher": {"name": "single", "metric": "x", "max_length": 1},
+        "max_restarts": 0,
+    }
+    return int(api.create_experiment(config, context))
+
+
 def test_an_escaped_process_does_not_delay_the_exit(
     api: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the master runs in this process: waiting out the pipes would outlast the wait below
     monkeypatch.setattr(_process, "PIPE_GRACE_S", 3600.0)
-    context = tmp_path / "context"
-    context.mkdir()
-    (context / "escape.py").write_text(ESCAPED)
-    config = {
-        "name": "escaped-child",
-        "entrypoint": "python3 escape.py",
-        "searcher": {"name": "single", "metric": "x", "max_length": 1},
-        "max_restarts": 0,
-    }
-    exp_id = api.create_experiment(config, context)
+    exp_id = _single_trial(api, tmp_path, "escape", ESCAPED)
     assert api.wait_experiment(exp_id, timeout=120) == "STATE_COMPLETED", api.debug(exp_id)
     trial = api.trials(exp_id)[0]
     logs = "".join(api.logs(trial["id"]))
@@ -60,22 +65,14 @@ def test_an_escaped_process_does_not_delay_the_exit(
 def test_a_sigkill_the_master_did_not_send_is_named(api: Any, tmp_path: pathlib.Path) -> None:
     """A trial killed from outside (the kernel's out-of-memory killer, say) ends in ERROR with an
     exit message that says the master did not send the signal; a kill the master sent does not."""
-    context = tmp_path / "context"
-    context.mkdir()
-    (context / "die.py").write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
-    config = {
-        "name": "killed-from-outside",
-        "entrypoint": "python3 die.py",
-        "searcher": {"name": "single", "metric": "x", "max_length": 1},
-        "max_restarts": 0,
-    }
-    exp_id = api.create_experiment(config, context)
+    die = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+    exp_id = _single_trial(api, tmp_path, "die", die)
     assert api.wait_experiment(exp_id, timeout=120) == "STATE_ERROR", api.debug(exp_id)
     logs = "".join(api.logs(api.trials(exp_id)[0]["id"]))
     assert "exited with code -9" in logs and UNSENT_SIGKILL in logs, logs
 
-    (context / "wait.py").write_text("print('waiting', flush=True)\nimport time\ntime.sleep(300)\n")
-    exp_id = api.create_experiment({**config, "entrypoint": "python3 wait.py"}, context)
+    wait = "print('waiting', flush=True)\nimport time\ntime.sleep(300)\n"
+    exp_id = _single_trial(api, tmp_path, "wait", wait)
     trial_id = api.wait_for(lambda: api.trials(exp_id) and api.trials(exp_id)[0]["id"], 60)
     api.wait_for(lambda: "waiting" in "".join(api.logs(trial_id)), 120, "the trial to run")
     api.post(f"/api/v1/experiments/{exp_id}/kill")
