@@ -354,6 +354,6 @@ _ALLOCATION_EXITED = (
     )
 )
 """Allocation rows written without loading them first (a SELECT per trial), built once, run by
-``_held_rows.update_unloaded`` (a copy the session holds is expired). The authentication cache does not
-see such a write in a flush; :meth:`Allocations.mark_exited` notes the exit's revocation
+``_held_rows.update_unloaded`` (a copy the session holds is expired). The authentication cache
+does not see such a write in a flush; :meth:`Allocations.mark_exited` notes the exit's revocation
 (``db.note_revoked``) for it."""

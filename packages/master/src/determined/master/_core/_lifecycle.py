@@ -30,8 +30,6 @@ DEFAULT_PREEMPTION_TIMEOUT = 3600.0
 _RUN_OF_REQUEST = select(Run).where(
     Run.experiment_id == bindparam("exp_id"), Run.request_id == bindparam("request_id")
 )
-
-
 _END_TASK = update(Task).where(Task.task_id == bindparam("tid")).values(end_time=bindparam("ended"))
 
 
