@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from determined.client import Session, read_context_dir
+from determined.master._core._events import UNSENT_SIGKILL
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -124,7 +125,7 @@ class MasterAPI:
         for trial in self.trials(experiment_id):
             out.append(f"trial {trial['id']}: {trial['state']} restarts={trial.get('restarts')}")
             out.extend("  " + line.rstrip() for line in self.logs(trial["id"])[-40:])
-        if any("did not send this SIGKILL" in line for line in out):
+        if any(UNSENT_SIGKILL in line for line in out):
             out.append(memory_picture())
         return "\n".join(out)
 

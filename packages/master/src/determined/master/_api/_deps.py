@@ -6,6 +6,8 @@ import dataclasses
 import json
 import threading
 import time
+from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -254,13 +256,7 @@ class AuthCache:
         revoked = take_revoked(session)
         if revoked is None or not self._entries:
             return
-        with self._lock:
-            for digest in revoked.digests:
-                self._entries.pop(digest, None)
-            if revoked.allocation_ids:
-                for digest, (_, principal) in list(self._entries.items()):
-                    if principal.allocation_id in revoked.allocation_ids:
-                        del self._entries[digest]
+        self._drop(digests=revoked.digests, allocations=revoked.allocation_ids)
 
     _ALLOCATION_KEYS = ("end_time", "token_hash", "trial_id", "task_id")
     """The allocation columns a cached principal depends on."""
@@ -282,7 +278,23 @@ class AuthCache:
                     allocations.add(obj.allocation_id)
         if not (users or sessions or allocations) or not self._entries:
             return
+        self._drop(users=users, sessions=sessions, allocations=allocations)
+
+    def _drop(
+        self,
+        *,
+        digests: Iterable[str] = (),
+        users: AbstractSet[int] = frozenset(),
+        sessions: AbstractSet[int] = frozenset(),
+        allocations: AbstractSet[str] = frozenset(),
+    ) -> None:
+        """Forget the entries of ``digests`` and those resolved through these users, login
+        sessions or allocations."""
         with self._lock:
+            for digest in digests:
+                self._entries.pop(digest, None)
+            if not (users or sessions or allocations):
+                return
             for digest, (_, principal) in list(self._entries.items()):
                 if (
                     principal.user.id in users
