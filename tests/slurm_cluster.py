@@ -68,20 +68,34 @@ while True:
     except ProcessLookupError:
         break
     time.sleep(1)
-subprocess.run(["scancel", "--user", user], capture_output=True, timeout=30)
+def slurm(*args):
+    # A controller that no longer answers must not keep the daemons from being stopped below.
+    try:
+        return subprocess.run(args, capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+slurm("scancel", "--user", user)
 deadline = time.monotonic() + 15
-while time.monotonic() < deadline:
-    out = subprocess.run(["squeue", "-h"], capture_output=True, text=True, timeout=30).stdout
-    if not out.strip():
-        break
+while time.monotonic() < deadline and slurm("squeue", "-h").strip():
     time.sleep(0.5)
+def ours(pid):
+    # A daemon that died long ago leaves a pid the system may have given to a stranger: only a
+    # process whose command line names this cluster's directory is still one of ours.
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return root.encode() in f.read()
+    except OSError:
+        return False
 for sig in (signal.SIGTERM, signal.SIGKILL):
     for pid in pids:
-        try:
-            os.killpg(pid, sig)
-        except ProcessLookupError:
-            pass
-    time.sleep(3)
+        if ours(pid):
+            try:
+                os.killpg(pid, sig)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and any(map(ours, pids)):
+        time.sleep(0.1)
 shutil.rmtree(root, ignore_errors=True)
 """
 

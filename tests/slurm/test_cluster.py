@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import slurm_cluster
-from slurm_cluster import FINAL_STATES, SlurmCluster
+from slurm_cluster import FINAL_STATES, SBIN, WATCHDOG, SlurmCluster
 
 
 def test_batch_job_runs_in_shared_dir(slurm: SlurmCluster) -> None:
@@ -115,6 +116,41 @@ def test_cluster_of_a_killed_process_is_cleaned_up(slurm_cluster: SlurmCluster) 
     while root.exists() or any(_alive(pid) for pid in pids):
         assert time.monotonic() < deadline, f"{root} or daemons {pids} still there"
         time.sleep(0.2)
+
+
+def test_watchdog_kills_only_processes_of_its_cluster(
+    slurm_cluster: SlurmCluster, tmp_path: Path
+) -> None:
+    """A daemon pid the watchdog was given may, once that daemon is long gone, belong to a stranger:
+    the watchdog ends the process group of a pid only while its command line names the cluster's
+    directory. (The cluster only answers the watchdog's ``scancel`` for a user without jobs.)"""
+    root = tmp_path / "cluster"
+    root.mkdir()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(120)"]
+    stranger = subprocess.Popen(sleeper, start_new_session=True)
+    daemon = subprocess.Popen([*sleeper, str(root)], start_new_session=True)
+    owner = subprocess.Popen(sleeper)
+    owner.kill()
+    owner.wait()
+    try:
+        pids = [str(stranger.pid), str(daemon.pid)]
+        env = slurm_cluster.environ()
+        env["PATH"] = os.pathsep.join([env.get("PATH", ""), *SBIN])
+        watchdog = subprocess.run(
+            [sys.executable, "-c", WATCHDOG, str(owner.pid), str(root), "nobody", *pids],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert watchdog.returncode == 0, watchdog.stderr
+        assert daemon.wait(timeout=30) == -signal.SIGTERM
+        assert stranger.poll() is None, "the watchdog killed a process that was not its cluster's"
+        assert not root.exists()
+    finally:
+        for process in (stranger, daemon):
+            process.kill()
+            process.wait()
 
 
 def _alive(pid: int) -> bool:
