@@ -4,8 +4,13 @@ SQLAlchemy's per-row parameter processing (JSON serialisation, datetime binding,
 more than the database's own work, so each dialect gets its cheapest bulk path, fed values already
 in the storage format:
 
-- SQLite: the DBAPI's ``executemany`` of one prepared INSERT (JSON text, naive UTC
-  ``YYYY-MM-DD HH:MM:SS.ffffff`` as SQLAlchemy's ``DateTime`` stores it);
+- SQLite: a request's reports (rows sharing trial, run, group and time) in one ``INSERT ...
+  SELECT`` over ``json_each`` of a single JSON parameter, the rest by the DBAPI's ``executemany``
+  of one prepared INSERT (JSON text, naive UTC ``YYYY-MM-DD HH:MM:SS.ffffff`` as SQLAlchemy's
+  ``DateTime`` stores it). Why not ``executemany`` for all: Python's sqlite3 releases the GIL
+  around each row's step and must win it back before the next row, so while the HTTP thread parses
+  a request the writer waits for the GIL once per row; one statement steps once, and its C work
+  runs beside the HTTP thread on another core (benchmarks/RESULTS.md, "one step per request");
 - PostgreSQL (psycopg 3): ``COPY metrics (...) FROM STDIN`` in text format, the rows written as one
   buffer in the open transaction, so a batch costs one round trip and no per-row statement;
 - anything else: SQLAlchemy Core's ``executemany``.
@@ -19,6 +24,8 @@ Every path inserts inside the caller's transaction: nothing is visible before it
 from __future__ import annotations
 
 import datetime
+from itertools import groupby
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -86,25 +93,61 @@ def copy_buffer(rows: list[MetricRow]) -> bytes:
     return "".join(lines).encode()
 
 
+STEPPED_ROWS = 16
+"""Rows sharing trial, run, group and time from which SQLite gets them in one ``json_each``
+statement; fewer go through ``executemany`` (a statement per lone report costs more than its
+step)."""
+
+_SQLITE_ROW = f"INSERT INTO metrics ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_SQLITE_RUN = (
+    f"INSERT INTO metrics ({COLUMNS}) SELECT ?, ?, ?, json_extract(value, '$[0]'), ?, "
+    "json_extract(value, '$[1]'), ? FROM json_each(?) ORDER BY key"
+)
+"""A run of rows sharing trial, run, group, time and archived flag: ``[steps, metrics]`` each.
+``json_extract`` gives an object back as the same text ``orjson`` wrote (checked by
+tests/master/test_metric_inserts.py), so the stored JSON does not depend on the path."""
+
+
+def _insert_sqlite(connection: Connection, rows: list[MetricRow]) -> None:
+    """``rows`` in order: runs of :data:`STEPPED_ROWS` or more rows sharing everything but steps
+    and metrics by one :data:`_SQLITE_RUN` each, the others by ``executemany``."""
+    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
+    try:
+        dumps = orjson.dumps
+        singles: list[tuple[Any, ...]] = []
+        for (end_time, trial_id, group, run_id, archived), grouped in groupby(rows, _RUN_KEY):
+            run = list(grouped)
+            time_text = _naive_utc(end_time)
+            if len(run) < STEPPED_ROWS:
+                singles.extend(
+                    (t, r, g, s, time_text, dumps(m).decode(), int(a))
+                    for t, r, g, s, _, m, a in run
+                )
+                continue
+            if singles:
+                cursor.executemany(_SQLITE_ROW, singles)
+                singles = []
+            steps_and_metrics = dumps(list(map(_STEPS_AND_METRICS, run))).decode()
+            cursor.execute(
+                _SQLITE_RUN, (trial_id, run_id, group, time_text, int(archived), steps_and_metrics)
+            )
+        if singles:
+            cursor.executemany(_SQLITE_ROW, singles)
+    finally:
+        cursor.close()
+
+
+_RUN_KEY = itemgetter(4, 0, 2, 1, 6)
+_STEPS_AND_METRICS = itemgetter(3, 5)
+
+
 def insert_metric_rows(connection: Connection, rows: list[MetricRow]) -> None:
     """Insert ``rows`` in ``connection``'s transaction."""
     if not rows:
         return
     dialect = connection.dialect
     if dialect.name == "sqlite":
-        params = []
-        last_time: Any = None
-        last_text = ""
-        dumps = orjson.dumps
-        for trial_id, run_id, group, steps, end_time, metrics, archived in rows:
-            if end_time is not last_time:  # a request's reports usually share one time
-                last_time, last_text = end_time, _naive_utc(end_time)
-            params.append(
-                (trial_id, run_id, group, steps, last_text, dumps(metrics).decode(), int(archived))
-            )
-        connection.exec_driver_sql(
-            f"INSERT INTO metrics ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)", params
-        )
+        _insert_sqlite(connection, rows)
         return
     if dialect.name == "postgresql" and dialect.driver == "psycopg":
         if len(rows) <= FEW_METRIC_ROWS:
