@@ -107,6 +107,8 @@ def test_metrics_writer_needs_only_a_transaction_and_a_validation_callback(
     "group, body, message",
     [
         ("", _body(1, 0.1), "group: must be a non-empty string"),
+        (["training"], _body(1, 0.1), "group: must be a non-empty string"),  # not hashable
+        ({"a": 1}, _body(1, 0.1), "group: must be a non-empty string"),
         ("a.b", _body(1, 0.1), "group: 'a.b' must not contain '.'"),
         ("training", [], "reports[0].metrics: must be an object"),
         ("training", {"trialRunId": "x"}, "metrics.trialRunId: must be an integer"),

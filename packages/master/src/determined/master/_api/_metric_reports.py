@@ -8,6 +8,8 @@ field (``reports[3].metrics.stepsCompleted: must be an integer``).
 from __future__ import annotations
 
 import datetime
+from itertools import chain, repeat
+from operator import itemgetter
 from typing import Any
 
 from determined.master import _wire
@@ -61,9 +63,7 @@ def _check_values(metrics: dict[str, Any], where: str) -> None:
 
 def check_group(group: Any) -> str:
     """A metric group name: non-empty, no ``.`` (it names a column prefix in queries)."""
-    if group in _COMMON_GROUPS:
-        return group  # type: ignore[no-any-return]
-    if not isinstance(group, str) or not group:
+    if not isinstance(group, str) or not group:  # first: a list or object is not hashable
         raise _wire.bad_request("group: must be a non-empty string")
     if "." in group:
         raise _wire.bad_request(f"group: {group!r} must not contain '.'")
@@ -152,6 +152,10 @@ def parse_report(
 def parse_reports(pairs: list[tuple[Any, Any]]) -> list[MetricReport]:
     """``(group, body)`` pairs of one request; a single report's fields are named ``metrics.*``,
     those of a batch ``reports[i].metrics.*``. Reports without a time get the request's."""
+    if len(pairs) > 1:
+        plain = _parse_plain(pairs)
+        if plain is not None:
+            return plain
     for index, (group, body) in enumerate(pairs):
         if not isinstance(body, dict):
             raise _wire.bad_request(f"reports[{index}].metrics: must be an object")
@@ -167,3 +171,62 @@ def parse_reports(pairs: list[tuple[Any, Any]]) -> list[MetricReport]:
             parse_report(group, body, f"reports[{index}].metrics", now)
             for index, (group, body) in enumerate(pairs)
         ]
+
+
+def _parse_plain(pairs: list[tuple[Any, Any]]) -> list[MetricReport] | None:
+    """A batch of plain reports parsed field by field over all reports at once (builtins over
+    columns, not :func:`parse_report`'s checks per report): the shape det's and upstream's
+    clients send, ``{trialRunId, stepsCompleted, metrics: {avgMetrics}}`` with integer ids and
+    steps, scalar metric values and no batch metrics. None for anything else (then each report is
+    parsed, and refused, by :func:`parse_report`): this path accepts only what that one accepts,
+    and builds the same reports (tests/master/test_metric_reports.py)."""
+    groups = list(map(_FIRST, pairs))
+    bodies = list(map(_SECOND, pairs))
+    if set(map(type, groups)) != _STR or set(map(type, bodies)) != _DICT:
+        return None
+    distinct = set(groups)
+    if not distinct <= _COMMON_GROUPS:
+        try:
+            for group in distinct:
+                check_group(group)
+        except _wire.APIError:
+            return None
+    steps = list(map(dict.get, bodies, repeat("stepsCompleted")))
+    run_ids = list(map(dict.get, bodies, repeat("trialRunId")))
+    inners = list(map(dict.get, bodies, repeat("metrics")))
+    if set(map(type, steps)) != _INT or set(map(type, run_ids)) != _INT:
+        return None
+    if set(map(type, inners)) != _DICT:
+        return None
+    if min(steps) < -_INT64 or max(steps) > _INT64 or max(map(abs, run_ids)) > _INT64:
+        return None
+    avgs = list(map(dict.get, inners, repeat("avgMetrics")))
+    if set(map(type, avgs)) != _DICT:
+        return None
+    if any(map(dict.get, inners, repeat("batchMetrics"))) or any(
+        map(dict.get, inners, repeat("batch_metrics"))
+    ):
+        return None
+    if any(map(dict.__contains__, avgs, repeat("epoch"))) or any(
+        map(dict.__contains__, avgs, repeat("epochs"))
+    ):
+        return None
+    values = list(chain.from_iterable(map(dict.values, avgs)))
+    kinds = set(map(type, values))
+    if not kinds <= _PLAIN_VALUES:
+        return None
+    if int in kinds and max(abs(v) for v in values if type(v) is int) > _INT64:
+        return None
+    now = utcnow()
+    for key in ("reportTime", "report_time"):  # reports with their own times: one by one
+        if list(map(dict.get, bodies, repeat(key))).count(None) != len(bodies):
+            return None
+    return list(map(MetricReport, groups, run_ids, steps, avgs, repeat(_NO_BATCH), repeat(now)))
+
+
+_FIRST = itemgetter(0)
+_SECOND = itemgetter(1)
+_STR = {str}
+_DICT = {dict}
+_INT = {int}
+_PLAIN_VALUES = frozenset(_SCALARS)
