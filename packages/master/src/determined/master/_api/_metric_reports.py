@@ -180,8 +180,8 @@ def _parse_plain(pairs: list[tuple[Any, Any]]) -> list[MetricReport] | None:
     steps, scalar metric values and no batch metrics. None for anything else (then each report is
     parsed, and refused, by :func:`parse_report`): this path accepts only what that one accepts,
     and builds the same reports (tests/master/test_metric_reports.py)."""
-    groups = list(map(_FIRST, pairs))
-    bodies = list(map(_SECOND, pairs))
+    groups: list[Any] = list(map(_FIRST, pairs))
+    bodies: list[Any] = list(map(_SECOND, pairs))
     if set(map(type, groups)) != _STR or set(map(type, bodies)) != _DICT:
         return None
     distinct = set(groups)
@@ -191,16 +191,16 @@ def _parse_plain(pairs: list[tuple[Any, Any]]) -> list[MetricReport] | None:
                 check_group(group)
         except _wire.APIError:
             return None
-    steps = list(map(dict.get, bodies, repeat("stepsCompleted")))
-    run_ids = list(map(dict.get, bodies, repeat("trialRunId")))
-    inners = list(map(dict.get, bodies, repeat("metrics")))
+    steps: list[Any] = list(map(dict.get, bodies, repeat("stepsCompleted")))
+    run_ids: list[Any] = list(map(dict.get, bodies, repeat("trialRunId")))
+    inners: list[Any] = list(map(dict.get, bodies, repeat("metrics")))
     if set(map(type, steps)) != _INT or set(map(type, run_ids)) != _INT:
         return None
     if set(map(type, inners)) != _DICT:
         return None
     if min(steps) < -_INT64 or max(steps) > _INT64 or max(map(abs, run_ids)) > _INT64:
         return None
-    avgs = list(map(dict.get, inners, repeat("avgMetrics")))
+    avgs: list[Any] = list(map(dict.get, inners, repeat("avgMetrics")))
     if set(map(type, avgs)) != _DICT:
         return None
     if any(map(dict.get, inners, repeat("batchMetrics"))) or any(
