@@ -27,7 +27,6 @@ import contextlib
 import datetime
 import pathlib
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -37,24 +36,10 @@ import orjson
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 
 from bench_pg_server_cost import BATCH, TRIALS, _reports
+from bench_tile_writes import _database, _post_all
 
 from determined.master._core._metrics_writer import MetricsWriter
-from determined.master.db import Database
 from determined.master.db._metric_inserts import COLUMNS, MetricRow, insert_metric_rows
-
-
-@contextlib.contextmanager
-def _database() -> Iterator[tuple[Database, list[int]]]:
-    from db_rows import experiment_with_runs
-
-    with tempfile.TemporaryDirectory(prefix="det-bench-gil-") as tmp:
-        db = Database(f"sqlite:///{tmp}/det.sqlite")
-        try:
-            db.migrate()
-            _, ids = experiment_with_runs(db, TRIALS, username="bench")
-            yield db, ids
-        finally:
-            db.close()
 
 
 @contextlib.contextmanager
@@ -105,7 +90,7 @@ def _executemany(connection: object, rows: list[MetricRow]) -> None:
 
 def insert_per_row(insert: Callable[[object, list[MetricRow]], None], duty: float) -> float:
     """Wall µs per row of ``insert`` storing 2,000-row transactions, beside a busy thread."""
-    with _database() as (db, ids):
+    with _database(postgres=False) as (db, ids):
         now = datetime.datetime.now(datetime.timezone.utc)
         rows_done = 0
         transactions = 1 if duty else 20  # beside a spinner the old path takes ms per row
@@ -136,7 +121,7 @@ def insert_per_row(insert: Callable[[object, list[MetricRow]], None], duty: floa
 
 def writer_rows_per_s(rounds: int, duty: float) -> float:
     """Rows/s of the real writer storing ``rounds`` batches per trial, beside a busy thread."""
-    with _database() as (db, ids):
+    with _database(postgres=False) as (db, ids):
         writer = MetricsWriter(db.write, lambda *args: None)
         try:
             bodies = [[_reports(t, 1 + BATCH * k) for t in ids] for k in range(rounds)]
@@ -144,14 +129,7 @@ def writer_rows_per_s(rounds: int, duty: float) -> float:
             with _busy(duty):
                 start = time.perf_counter()
                 for k in range(rounds):
-                    threads = [
-                        threading.Thread(target=writer.write, args=(t, bodies[k][i]))
-                        for i, t in enumerate(ids)
-                    ]
-                    for thread in threads:
-                        thread.start()
-                    for thread in threads:
-                        thread.join()
+                    _post_all(writer, list(zip(ids, bodies[k], strict=True)))
                 wall = time.perf_counter() - start
         finally:
             writer.close()
