@@ -11,7 +11,10 @@ request (a trial reporting now and then), one after the other, and its acknowled
 request (what upstream's client does). Each reporter uses its trial's own allocation token (the trial
 hands it over through a file), steps count up across requests as in training, and a request body is
 encoded (orjson) before its request is timed. Besides rows/s the table gives the master process's CPU
-time per 1,000 rows in the batched phase: a figure a loaded machine distorts less than rows/s.
+time per 1,000 rows in the batched phase: a figure a loaded machine distorts less than rows/s; and
+the CPU of the master's two busiest threads and of all its threads in that phase, in cores (the
+metrics writer and the HTTP thread share one interpreter lock: a total near 1.0 says the master is
+bound by it).
 
     .venv/bin/python benchmarks/bench_metrics_ingest.py [--db sqlite|postgres|both] [--trials 100]
         [--seconds 10] [--batch 500] [--postgres-url postgresql+psycopg://USER:PW@HOST/EMPTY_DB]
@@ -160,8 +163,9 @@ def run_load(
     return int(sum(rows) / elapsed), [x for per in latencies for x in per], probe_latencies
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` so far (Linux ``/proc``; 0 elsewhere)."""
+def _cpu_seconds(pid: int | str) -> float:
+    """User + system CPU time so far of process ``pid`` (or a ``PID/task/TID`` thread of one;
+    Linux ``/proc``; 0 elsewhere)."""
     import os
 
     try:
@@ -169,6 +173,30 @@ def _cpu_seconds(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds of each thread of process ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    import os
+
+    out: dict[str, float] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        out[tid] = _cpu_seconds(f"{pid}/task/{tid}")
+    return out
+
+
+def _thread_shares(before: dict[str, float], after: dict[str, float], wall: float) -> str:
+    """The master's busiest threads over a phase, in cores: ``0.64 + 0.33 of 0.98`` says one
+    interpreter lock's worth of work split between the metrics writer and the HTTP thread."""
+    used = sorted((after[t] - before.get(t, 0.0) for t in after), reverse=True)
+    if not used or wall <= 0:
+        return "n/a"
+    top = " + ".join(f"{u / wall:.2f}" for u in used[:2])
+    return f"{top} of {sum(used) / wall:.2f}"
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -227,11 +255,12 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
         url = session.master_url
         print(f"{db}: load starts", flush=True)
         sources = {t: _Reports(t, r, args.batch) for t, r in trials}
-        cpu = _cpu_seconds(master.pid)
+        cpu, threads, started = _cpu_seconds(master.pid), _thread_cpu(master.pid), time.time()
         batched, batch_lat, probe_lat = run_load(
             url, tokens, sources, args.seconds, args.batch, probe
         )
         batched_cpu = _cpu_seconds(master.pid) - cpu
+        shares = _thread_shares(threads, _thread_cpu(master.pid), time.time() - started)
         # The baseline: the same trials go on, one report per request, from where they were.
         single, single_lat, _ = run_load(url, tokens, sources, args.seconds, 1)
         session.request("POST", f"/api/v1/experiments/{exp}/kill")
@@ -245,6 +274,7 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
         "batched": batched,
         # master CPU per 1000 rows: a figure a loaded machine distorts less than rows/s
         "cpu_ms_per_1k": 1000 * batched_cpu / max(batched * args.seconds / 1000, 1e-9),
+        "threads": shares,
         "batch_p50": _pct(batch_lat, 0.5),
         "batch_p99": _pct(batch_lat, 0.99),
         "probe_p50": _pct(probe_lat, 0.5),
@@ -273,14 +303,16 @@ def main() -> int:
 
     print(f"{args.trials} reporting trials, {args.seconds:g} s each mode, batches of {args.batch}")
     print(
-        "| db | det batches rows/s | master CPU ms per 1k rows | batch request p50 / p99 ms | single report ack p50 / p99 ms"
+        "| db | det batches rows/s | master CPU ms per 1k rows | master's busiest threads, cores "
+        "| batch request p50 / p99 ms | single report ack p50 / p99 ms"
         " (probe trial, under the batched load) | baseline one report per request rows/s | "
         "its p50 / p99 ms | ratio |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(
-            f"| {r['db']} | {r['batched']:,} | {r['cpu_ms_per_1k']:.1f} | {r['batch_p50']:.0f} / {r['batch_p99']:.0f} | "
+            f"| {r['db']} | {r['batched']:,} | {r['cpu_ms_per_1k']:.1f} | {r['threads']} | "
+            f"{r['batch_p50']:.0f} / {r['batch_p99']:.0f} | "
             f"{r['probe_p50']:.1f} / {r['probe_p99']:.1f} (n={r['probe_n']}) | {r['single']:,} | "
             f"{r['single_p50']:.0f} / {r['single_p99']:.0f} | "
             f"{r['batched'] / max(r['single'], 1):.0f}x |"

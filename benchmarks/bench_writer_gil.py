@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable, Iterator
 
 import orjson
+from sqlalchemy import Connection
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 
@@ -67,9 +68,9 @@ def _busy(duty: float) -> Iterator[None]:
             thread.join()
 
 
-def _executemany(connection: object, rows: list[MetricRow]) -> None:
+def _executemany(connection: Connection, rows: list[MetricRow]) -> None:
     """The writer's SQLite insert before: one prepared INSERT stepped once per row."""
-    cursor = connection.connection.driver_connection.cursor()  # type: ignore[attr-defined]
+    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
     cursor.executemany(
         f"INSERT INTO metrics ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
         [
@@ -88,7 +89,7 @@ def _executemany(connection: object, rows: list[MetricRow]) -> None:
     cursor.close()
 
 
-def insert_per_row(insert: Callable[[object, list[MetricRow]], None], duty: float) -> float:
+def insert_per_row(insert: Callable[[Connection, list[MetricRow]], None], duty: float) -> float:
     """Wall µs per row of ``insert`` storing 2,000-row transactions, beside a busy thread."""
     with _database(postgres=False) as (db, ids):
         now = datetime.datetime.now(datetime.timezone.utc)
@@ -133,7 +134,7 @@ def writer_rows_per_s(rounds: int, duty: float) -> float:
                 wall = time.perf_counter() - start
         finally:
             writer.close()
-    return rounds * TRIALS * BATCH / wall
+    return float(rounds * TRIALS * BATCH / wall)
 
 
 def main() -> int:
