@@ -4,6 +4,7 @@ statement, lone reports by ``executemany``; both must store exactly the same row
 from __future__ import annotations
 
 import datetime
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,9 @@ import orjson
 import pytest
 from db_rows import experiment_with_runs
 
+from determined.master._api._metric_reports import parse_report
+from determined.master._core._metrics_writer import MetricsWriter
+from determined.master._wire import APIError
 from determined.master.db import Database, _metric_inserts
 from determined.master.db._metric_inserts import STEPPED_ROWS, MetricRow, insert_metric_rows
 
@@ -125,5 +129,40 @@ def test_a_bad_row_in_a_request_stores_none_of_the_transaction(tmp_path: Path) -
         with pytest.raises(Exception, match="FOREIGN KEY"), db.write() as session:
             insert_metric_rows(session.connection(), good + bad)
         assert _stored(db) == []
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize(
+    "reports", [1, STEPPED_ROWS * 4], ids=["lone report", "one request's batch"]
+)
+def test_a_database_locked_by_another_process_is_a_503(tmp_path: Path, reports: int) -> None:
+    """Another connection holds the file (``BEGIN EXCLUSIVE``, as a backup or a second master
+    might): the writer's insert waits the busy timeout and the request gets a 503 naming the lock,
+    so the trial retries; not a 500 from a DBAPI error the master does not recognise."""
+    path = tmp_path / "locked.sqlite"
+    db = Database(f"sqlite:///{path}", busy_timeout_s=0.2)
+    try:
+        db.migrate()
+        _, (trial,) = experiment_with_runs(db, 1)
+        writer = MetricsWriter(db.write, lambda *args: None)
+        body = {"avgMetrics": {"loss": 0.5}}
+        batch = [
+            parse_report("training", {"trialRunId": 1, "stepsCompleted": s, "metrics": body})
+            for s in range(1, reports + 1)
+        ]
+        locker = sqlite3.connect(path, isolation_level=None)
+        try:
+            locker.execute("BEGIN EXCLUSIVE")
+            with pytest.raises(APIError) as refused:
+                writer.write(trial, batch)
+            locker.execute("ROLLBACK")
+            assert refused.value.status == 503, refused.value.message
+            assert "database is locked" in refused.value.message
+            writer.write(trial, batch)  # the lock gone, the same reports go in
+        finally:
+            locker.close()
+            writer.close()
+        assert len(_stored(db)) == reports
     finally:
         db.close()

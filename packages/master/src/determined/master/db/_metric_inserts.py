@@ -110,31 +110,28 @@ tests/master/test_metric_inserts.py), so the stored JSON does not depend on the 
 
 def _insert_sqlite(connection: Connection, rows: list[MetricRow]) -> None:
     """``rows`` in order: runs of :data:`STEPPED_ROWS` or more rows sharing everything but steps
-    and metrics by one :data:`_SQLITE_RUN` each, the others by ``executemany``."""
-    cursor = connection.connection.driver_connection.cursor()  # type: ignore[union-attr]
-    try:
-        dumps = orjson.dumps
-        singles: list[tuple[Any, ...]] = []
-        for (end_time, trial_id, group, run_id, archived), grouped in groupby(rows, _RUN_KEY):
-            run = list(grouped)
-            time_text = _naive_utc(end_time)
-            if len(run) < STEPPED_ROWS:
-                singles.extend(
-                    (t, r, g, s, time_text, dumps(m).decode(), int(a))
-                    for t, r, g, s, _, m, a in run
-                )
-                continue
-            if singles:
-                cursor.executemany(_SQLITE_ROW, singles)
-                singles = []
-            steps_and_metrics = dumps(list(map(_STEPS_AND_METRICS, run))).decode()
-            cursor.execute(
-                _SQLITE_RUN, (trial_id, run_id, group, time_text, int(archived), steps_and_metrics)
+    and metrics by one :data:`_SQLITE_RUN` each, the others by ``executemany``. Through
+    SQLAlchemy's connection, not the DBAPI cursor: its errors come wrapped (a locked file is
+    SQLAlchemy's ``OperationalError``, which the master answers with a 503)."""
+    dumps = orjson.dumps
+    singles: list[tuple[Any, ...]] = []
+    for (end_time, trial_id, group, run_id, archived), grouped in groupby(rows, _RUN_KEY):
+        run = list(grouped)
+        time_text = _naive_utc(end_time)
+        if len(run) < STEPPED_ROWS:
+            singles.extend(
+                (t, r, g, s, time_text, dumps(m).decode(), int(a)) for t, r, g, s, _, m, a in run
             )
+            continue
         if singles:
-            cursor.executemany(_SQLITE_ROW, singles)
-    finally:
-        cursor.close()
+            connection.exec_driver_sql(_SQLITE_ROW, singles)
+            singles = []
+        steps_and_metrics = dumps(list(map(_STEPS_AND_METRICS, run))).decode()
+        connection.exec_driver_sql(
+            _SQLITE_RUN, (trial_id, run_id, group, time_text, int(archived), steps_and_metrics)
+        )
+    if singles:
+        connection.exec_driver_sql(_SQLITE_ROW, singles)
 
 
 _RUN_KEY = itemgetter(4, 0, 2, 1, 6)
