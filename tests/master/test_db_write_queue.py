@@ -55,3 +55,20 @@ def test_nested_writes_of_one_thread_still_enter(tmp_path: pathlib.Path) -> None
             outer.execute(text("SELECT 1")).scalar() == inner.execute(text("SELECT 2")).scalar() - 1
         )
     db.close()
+
+
+def test_a_drivers_own_operational_error_is_an_outage() -> None:
+    """PostgreSQL's COPY goes to psycopg directly, so a server that goes away mid-COPY raises
+    psycopg's ``OperationalError``, not SQLAlchemy's: still a 503 (the trial retries), not a 500."""
+    import sqlite3
+
+    psycopg = pytest.importorskip("psycopg")
+    for error in (
+        sqlite3.OperationalError("database is locked"),
+        psycopg.OperationalError("consuming input failed: server closed the connection"),
+    ):
+        outage = unavailable(error)
+        assert outage is not None and outage.status == 503, error
+        assert str(error) in outage.message
+    assert unavailable(ValueError("not the database")) is None
+    assert unavailable(sqlite3.IntegrityError("UNIQUE constraint failed")) is None

@@ -8,6 +8,8 @@ connection was invalidated). Nothing was committed then, so the request can be s
 
 from __future__ import annotations
 
+import functools
+
 from sqlalchemy import exc as sa_exc
 
 from determined.master._wire import APIError
@@ -18,11 +20,29 @@ RETRY_AFTER_S = 2
 
 def unavailable(error: BaseException) -> APIError | None:
     """A 503 naming the database problem when ``error`` is an outage (nothing committed), else
-    ``None``."""
-    if isinstance(error, sa_exc.OperationalError) or (
-        isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated
+    ``None``. Also for the drivers' own ``OperationalError``: the hot bulk writes talk to the
+    driver directly (PostgreSQL's COPY), and SQLAlchemy does not wrap what those raise."""
+    if (
+        isinstance(error, sa_exc.OperationalError)
+        or (isinstance(error, sa_exc.DBAPIError) and error.connection_invalidated)
+        or isinstance(error, _driver_outages())
     ):
         cause = getattr(error, "orig", None) or error
         detail = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
         return APIError(503, f"the database is unavailable, retry later: {detail}")
     return None
+
+
+@functools.cache
+def _driver_outages() -> tuple[type[BaseException], ...]:
+    """The DBAPI drivers' ``OperationalError`` classes (psycopg only where it is installed)."""
+    import sqlite3
+
+    found: list[type[BaseException]] = [sqlite3.OperationalError]
+    try:
+        import psycopg
+    except ImportError:
+        pass
+    else:
+        found.append(psycopg.OperationalError)
+    return tuple(found)
