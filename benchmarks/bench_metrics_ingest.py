@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 from _master import create_experiment, start_master_process, wait_for
+from _proc import cpu_seconds, thread_cpu
 
 from determined.client import metrics_body
 
@@ -163,30 +164,12 @@ def run_load(
     return int(sum(rows) / elapsed), [x for per in latencies for x in per], probe_latencies
 
 
-def _cpu_seconds(pid: int | str) -> float:
-    """User + system CPU time so far of process ``pid`` (or a ``PID/task/TID`` thread of one;
-    Linux ``/proc``; 0 elsewhere)."""
-    import os
-
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (0 where /proc cannot tell)."""
     try:
-        fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return cpu_seconds(pid)
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds of each thread of process ``pid`` (Linux ``/proc``; empty elsewhere)."""
-    import os
-
-    out: dict[str, float] = {}
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return out
-    for tid in tids:
-        out[tid] = _cpu_seconds(f"{pid}/task/{tid}")
-    return out
 
 
 def _thread_shares(before: dict[str, float], after: dict[str, float], wall: float) -> str:
@@ -255,12 +238,12 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
         url = session.master_url
         print(f"{db}: load starts", flush=True)
         sources = {t: _Reports(t, r, args.batch) for t, r in trials}
-        cpu, threads, started = _cpu_seconds(master.pid), _thread_cpu(master.pid), time.time()
+        cpu, threads, started = _cpu_seconds(master.pid), thread_cpu(master.pid), time.time()
         batched, batch_lat, probe_lat = run_load(
             url, tokens, sources, args.seconds, args.batch, probe
         )
         batched_cpu = _cpu_seconds(master.pid) - cpu
-        shares = _thread_shares(threads, _thread_cpu(master.pid), time.time() - started)
+        shares = _thread_shares(threads, thread_cpu(master.pid), time.time() - started)
         # The baseline: the same trials go on, one report per request, from where they were.
         single, single_lat, _ = run_load(url, tokens, sources, args.seconds, 1)
         session.request("POST", f"/api/v1/experiments/{exp}/kill")

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
-import os
 import pathlib
 import sys
 import threading
@@ -32,6 +31,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import sqlalchemy
+from _proc import cpu_seconds
 
 from determined.master._api._metric_reports import parse_reports
 from determined.master._core import _metric_tiles
@@ -43,13 +43,6 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 
 TRIALS = 100
 BATCH = 500
-_TICK = os.sysconf("SC_CLK_TCK")
-
-
-def _cpu(pid: int) -> float:
-    """User + system CPU seconds of process ``pid``."""
-    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 def _backends(db: Database, name: str) -> list[int]:
@@ -117,7 +110,7 @@ def writer_path(rounds: int, patch: tuple[str, Callable[..., None]] | None) -> d
             bodies = [[_reports(t, 1 + BATCH * k) for t in ids] for k in range(rounds)]
             writer.write(ids[0], _reports(ids[0], 10**9, 1))  # the lane's connection is open
             pids = _backends(db, name)
-            server0, master0 = sum(map(_cpu, pids)), time.process_time()
+            server0, master0 = sum(map(cpu_seconds, pids)), time.process_time()
             for k in range(rounds):
                 threads = [
                     threading.Thread(target=writer.write, args=(t, bodies[k][i]))
@@ -128,7 +121,7 @@ def writer_path(rounds: int, patch: tuple[str, Callable[..., None]] | None) -> d
                 for thread in threads:
                     thread.join()
             alive = set(_backends(db, name))
-            server = sum(_cpu(p) for p in pids if p in alive) - server0
+            server = sum(cpu_seconds(p) for p in pids if p in alive) - server0
             master = time.process_time() - master0
         finally:
             writer.close()
@@ -159,7 +152,7 @@ def copy_alone(with_fk: bool, commits: int = 30) -> float:
             )
         pid = int(connection.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar_one())
         connection.commit()
-        start = _cpu(pid)
+        start = cpu_seconds(pid)
         for k in range(commits):
             rows = [
                 (ids[i % TRIALS], 1, "training", k * 2000 + i, now, values, False)
@@ -167,7 +160,7 @@ def copy_alone(with_fk: bool, commits: int = 30) -> float:
             ]
             insert_metric_rows(connection, rows)
             connection.commit()
-        return 1e6 * (_cpu(pid) - start) / (commits * 2000)
+        return 1e6 * (cpu_seconds(pid) - start) / (commits * 2000)
 
 
 def main() -> int:

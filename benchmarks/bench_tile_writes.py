@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import pathlib
 import sys
 import tempfile
@@ -30,7 +29,8 @@ from typing import Any
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 
-from bench_pg_server_cost import BATCH, TRIALS, _cpu, _reports
+from _proc import thread_cpu
+from bench_pg_server_cost import BATCH, TRIALS, _reports
 from db_rows import experiment_with_runs
 
 from determined.master._core import _metric_tiles
@@ -39,15 +39,6 @@ from determined.master.db import Database
 
 SINGLE_START = 3000
 SINGLE_ROUNDS = 40
-
-
-def _thread_cpu() -> dict[str, float]:
-    """CPU seconds of each thread of this process (Linux: ``/proc/TID/stat`` as for a process)."""
-    out = {}
-    for tid in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError):
-            out[tid] = _cpu(int(tid))
-    return out
 
 
 @contextlib.contextmanager
@@ -101,10 +92,10 @@ def run(mode: str, tiles: bool, rounds: int, postgres: bool) -> float:
                     ]
                 writer.write(ids[0], _reports(ids[0], 10**9, 1))  # the lane is started
                 main = str(threading.get_native_id())
-                before = _thread_cpu()
+                before = thread_cpu()
                 for bodies in work:
                     _post_all(writer, bodies)
-                after = _thread_cpu()
+                after = thread_cpu()
             finally:
                 writer.close()
     finally:
