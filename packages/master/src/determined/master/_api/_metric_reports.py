@@ -217,10 +217,10 @@ def _parse_plain(pairs: list[tuple[Any, Any]]) -> list[MetricReport] | None:
         return None
     if int in kinds and max(abs(v) for v in values if type(v) is int) > _INT64:
         return None
-    now = utcnow()
     for key in ("reportTime", "report_time"):  # reports with their own times: one by one
         if list(map(dict.get, bodies, repeat(key))).count(None) != len(bodies):
             return None
+    now = utcnow()
     return list(map(MetricReport, groups, run_ids, steps, avgs, repeat(_NO_BATCH), repeat(now)))
 
 

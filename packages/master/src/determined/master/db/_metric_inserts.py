@@ -10,7 +10,8 @@ in the storage format:
   ``DateTime`` stores it). Why not ``executemany`` for all: Python's sqlite3 releases the GIL
   around each row's step and must win it back before the next row, so while the HTTP thread parses
   a request the writer waits for the GIL once per row; one statement steps once, and its C work
-  runs beside the HTTP thread on another core (benchmarks/RESULTS.md, "one step per request");
+  runs beside the HTTP thread on another core (benchmarks/RESULTS.md, "Ingestion: where the
+  master's one core goes");
 - PostgreSQL (psycopg 3): ``COPY metrics (...) FROM STDIN`` in text format, the rows written as one
   buffer in the open transaction, so a batch costs one round trip and no per-row statement;
 - anything else: SQLAlchemy Core's ``executemany``.
