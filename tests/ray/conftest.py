@@ -14,7 +14,6 @@ binds 127.0.0.1.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pathlib
 import shutil
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from process_tree import kill_if_still_children, process_parents
 
 # Read by Ray when it is imported: with it, every Ray process binds 127.0.0.1 (not the machine's
 # external address).
@@ -63,41 +63,26 @@ class RayCluster:
         self.worker = _add_worker(self.cluster)
 
 
-def _process_parents() -> dict[int, int]:
-    """pid -> parent pid of every process."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    return parents
-
-
 def _add_worker(cluster: Any) -> Any:
     """A fresh worker node, retried when Ray's node start-up times out (it gives a raylet a fixed
     30 s to register, which a loaded 2-core machine once exceeded while a node was replaced). What a
     failed try started (this process's new children and their descendants: the raylet, its agents
     and workers) is killed first, so it cannot register late as a third node."""
     for attempt in range(STARTS):
-        before = {pid for pid, parent in _process_parents().items() if parent == os.getpid()}
+        before = {pid for pid, parent in process_parents().items() if parent == os.getpid()}
         try:
             node = cluster.add_node(num_cpus=NODE_CPUS, node_ip_address="127.0.0.1")
             cluster.wait_for_nodes()
             return node
         except Exception as exc:
-            parents = _process_parents()
+            parents = process_parents()
             doomed = {p for p, parent in parents.items() if parent == os.getpid()} - before
             while True:
                 more = {p for p, parent in parents.items() if parent in doomed} - doomed
                 if not more:
                     break
                 doomed |= more
-            for pid in doomed:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+            kill_if_still_children(doomed, parents)
             if attempt + 1 == STARTS or "timed out during startup" not in str(exc):
                 raise
     raise AssertionError("unreachable")
