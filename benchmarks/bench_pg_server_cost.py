@@ -37,7 +37,7 @@ from determined.master._api._metric_reports import parse_reports
 from determined.master._core import _metric_tiles
 from determined.master._core._metrics_writer import MetricsWriter
 from determined.master.db import Database
-from determined.master.db._metric_inserts import insert_metric_rows
+from determined.master.db._metric_inserts import MetricRow, insert_metric_rows
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 
@@ -132,7 +132,10 @@ def writer_path(rounds: int, patch: tuple[str, Callable[..., None]] | None) -> d
 def copy_alone(with_fk: bool, commits: int = 30) -> float:
     """Server CPU µs per row of ``COPY`` into ``metrics``, 2,000 rows per commit."""
     now = datetime.datetime.now(datetime.timezone.utc)
-    values = {"avg_metrics": {"loss": 0.5, "acc": 0.9, "lr": 0.01}, "batch_metrics": []}
+    values: dict[str, Any] = {
+        "avg_metrics": {"loss": 0.5, "acc": 0.9, "lr": 0.01},
+        "batch_metrics": [],
+    }
     with _database() as (db, _, ids), db.engine.connect() as connection:
         fk = connection.execute(
             sqlalchemy.text(
@@ -154,7 +157,7 @@ def copy_alone(with_fk: bool, commits: int = 30) -> float:
         connection.commit()
         start = cpu_seconds(pid)
         for k in range(commits):
-            rows = [
+            rows: list[MetricRow] = [
                 (ids[i % TRIALS], 1, "training", k * 2000 + i, now, values, False)
                 for i in range(2000)
             ]
