@@ -32,9 +32,14 @@ def main(
     continue_id: int | str,
     hparams: dict[str, Any],
     epochs: int,
+    seed: int | None = None,
 ) -> None:
     import keras  # after from_tf_config(): the strategy must exist before TensorFlow runs ops
 
+    if seed is not None:
+        # The trial's seed (from the experiment's reproducibility.experiment_seed): the same
+        # initial weights and shuffles each time the trial runs.
+        keras.utils.set_random_seed(seed)
     (train_x, train_y), validation_data = data.load()
 
     # Build and compile the model within the strategy's scope.
@@ -86,9 +91,10 @@ if __name__ == "__main__":
         continue_id: int | str = info.trial.trial_id
         checkpoint = info.latest_checkpoint
         hparams = info.trial.hparams
+        seed: int | None = info.trial.trial_seed % 2**31  # Keras takes 32-bit seeds
     else:
-        continue_id, checkpoint, hparams = "local-train-task", None, DEFAULT_HPARAMS
+        continue_id, checkpoint, hparams, seed = "local-train-task", None, DEFAULT_HPARAMS, None
 
     distributed, strategy = det.core.DistributedContext.from_tf_config()
     with det.core.init(distributed=distributed) as core_context:
-        main(core_context, strategy, checkpoint, continue_id, hparams, args.epochs)
+        main(core_context, strategy, checkpoint, continue_id, hparams, args.epochs, seed)

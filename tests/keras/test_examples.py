@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -111,24 +112,37 @@ def test_adaptive_search_stops_trials_early(api: MasterAPI) -> None:
         smaller_is_better=True,
     )
     config = _config("adaptive.yaml", searcher=searcher, entrypoint=_entrypoint(500))
-    # A fixed seed fixes the sampled hyperparameters: unseeded, a CI run once drew a set in which
-    # every trial was promoted, so no early stop could be seen. One trial at a time fixes the order
+    # A fixed seed fixes the sampled hyperparameters and, as the example seeds Keras with the
+    # trial's seed, each trial's training: unseeded, a CI run once drew a set in which every trial
+    # was promoted, and with only the hyperparameters fixed, the random initial weights still
+    # decided in some runs which trials went on. One trial at a time fixes the order
     # in which trials reach a rung: with two at a time, a loaded machine changed which trial
     # reached the first rung first, and every trial was promoted.
     config["reproducibility"] = {"experiment_seed": 5}
     exp = api.create_experiment(config, KERAS_EXAMPLE)
     trials = _completed(api, exp, timeout=290)
     assert len(trials) == 6
-    trained = []
+    trained, stopped_at = [], []
     for trial in trials:
         validation = api.metrics(trial["id"], "validation")
         assert validation, api.debug(exp)
         assert "val_categorical_accuracy" in api.values(validation[-1])
         trained.append(max(api.values(v)["batches"] for v in validation))
+        # Where the searcher decided, from the master's log line. Not the batches trained: a
+        # trial trains on until the stop reaches it, and on a loaded machine a trial stopped at
+        # 24 batches once trained past 96 first.
+        stops = [
+            int(m.group(1))
+            for line in api.logs(trial["id"])
+            if (m := re.search(r"searcher stopped this trial at its validation after (\d+)", line))
+        ]
+        assert len(stops) == 1, (stops, api.debug(exp))
+        stopped_at.append(stops[0])
     # Stopped by the searcher (a preemption), not by the end of fit(): 500 epochs are >= 2000 batches.
     assert all(batches < 3 * 96 for batches in trained), trained
-    print("batches trained per trial:", trained)
-    assert any(batches < 96 for batches in trained), f"no trial was stopped early: {trained}"
+    print("batches trained per trial:", trained, "stopped at:", stopped_at)
+    assert all(at <= batches for at, batches in zip(stopped_at, trained, strict=True))
+    assert any(at < 96 for at in stopped_at), f"no trial was stopped early: {stopped_at}"
 
 
 def test_tfkeras_trial_runs_through_the_trial_runner_hook(

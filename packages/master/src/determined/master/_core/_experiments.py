@@ -267,8 +267,14 @@ class Experiments:
             return
         for row in rows:
             avg = row.metrics.get("avg_metrics") or {}
+            # A trial trains on while its report waits to be stored, so under load it has trained
+            # well past the validation the searcher stopped it at: its log names that one.
+            note = f" at its validation after {row.total_batches} batches"
             self._lifecycle.searcher_event(
-                session, exp, functools.partial(_validation_completed, run.request_id, avg)
+                session,
+                exp,
+                functools.partial(_validation_completed, run.request_id, avg),
+                (run.request_id, note),
             )
 
 

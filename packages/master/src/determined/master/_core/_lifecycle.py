@@ -65,10 +65,17 @@ class Lifecycle:
     # the searcher
 
     def searcher_event(
-        self, session: Session, exp: Experiment, call: Callable[[Any], list[Any]]
+        self,
+        session: Session,
+        exp: Experiment,
+        call: Callable[[Any], list[Any]],
+        stop_note: tuple[str, str] | None = None,
     ) -> None:
         """Feed one event to the experiment's searcher and apply the actions it answers
-        (unmanaged experiments have no searcher on the master)."""
+        (unmanaged experiments have no searcher on the master).
+
+        ``stop_note``: ``(request_id, text)``: should the searcher stop that trial in answer, the
+        trial's log says so with ``text`` (e.g. which validation it stopped at)."""
         if exp.state in _wire.TERMINAL_STATES or exp.unmanaged:
             return
         searcher = self._searchers.of(exp)
@@ -77,7 +84,7 @@ class Lifecycle:
         except ValueError as e:
             self._searcher_failed(session, exp, str(e))
             return
-        self.apply_actions(session, exp, actions)
+        self.apply_actions(session, exp, actions, stop_note)
 
     def _searcher_failed(self, session: Session, exp: Experiment, message: str) -> None:
         exp.error = message
@@ -86,8 +93,15 @@ class Lifecycle:
         if exp.state not in _wire.TERMINAL_STATES:
             self.stop_experiment(session, exp, "STOPPING_ERROR")
 
-    def apply_actions(self, session: Session, exp: Experiment, actions: list[Any]) -> None:
-        """Apply searcher actions (and those they lead to), then persist the searcher's state."""
+    def apply_actions(
+        self,
+        session: Session,
+        exp: Experiment,
+        actions: list[Any],
+        stop_note: tuple[str, str] | None = None,
+    ) -> None:
+        """Apply searcher actions (and those they lead to), then persist the searcher's state
+        (``stop_note``: see :meth:`searcher_event`)."""
         from determined.searcher import Create, Shutdown, Stop
 
         searcher = self._searchers.of(exp)
@@ -113,14 +127,19 @@ class Lifecycle:
                     self._create_trial(session, exp, action)
                     pending.extend(searcher.trial_created(action.request_id))
                 elif isinstance(action, Stop):
-                    pending.extend(self._searcher_stop(session, exp, action.request_id))
+                    note = ""
+                    if stop_note is not None and stop_note[0] == action.request_id:
+                        note = stop_note[1]
+                    pending.extend(self._searcher_stop(session, exp, action.request_id, note))
             except ValueError as e:
                 self._searcher_failed(session, exp, str(e))
                 return
         self._searchers.snapshot(session, exp)
         self.maybe_finish(session, exp)
 
-    def _searcher_stop(self, session: Session, exp: Experiment, request_id: str) -> list[Any]:
+    def _searcher_stop(
+        self, session: Session, exp: Experiment, request_id: str, note: str = ""
+    ) -> list[Any]:
         # the searcher mostly stops the trial whose completed operation it was just told of,
         # which this transaction loaded
         run = held(session, Run, experiment_id=exp.id, request_id=request_id) or session.scalar(
@@ -137,7 +156,9 @@ class Lifecycle:
             self.set_trial_state(session, run, "COMPLETED")
             return list(self._searchers.of(exp).trial_exited(request_id))
         self.set_trial_state(session, run, "STOPPING_COMPLETED")
-        master_log(session, run.task_id, "the searcher stopped this trial; asking it to preempt")
+        master_log(
+            session, run.task_id, f"the searcher stopped this trial{note}; asking it to preempt"
+        )
         self._allocations.request_preemption(session, alloc, preemption_timeout(exp))
         return []
 
