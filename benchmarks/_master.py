@@ -35,17 +35,30 @@ def _login(url: str) -> Session:
     return Session(url, token)
 
 
-def start_master_process(*flags: str) -> tuple[subprocess.Popen[bytes], Session]:
-    """``det-master up`` in its own process (so load generators don't share its GIL)."""
+def start_master_process(
+    *flags: str, prelude: str | None = None
+) -> tuple[subprocess.Popen[bytes], Session]:
+    """``det-master up`` in its own process (so load generators don't share its GIL).
+
+    ``prelude``: a module of ``benchmarks/`` that the master process imports before it starts
+    (a benchmark's instrumentation, e.g. ``_http_only``)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     data_dir = tempfile.mkdtemp(prefix="det-bench-")
+    if prelude is None:
+        start = ["-m", "determined.master"]
+    else:
+        here = str(pathlib.Path(__file__).resolve().parent)
+        start = [
+            "-c",
+            f"import sys; sys.path.insert(0, {here!r}); import {prelude}, runpy; "
+            "runpy.run_module('determined.master', run_name='__main__', alter_sys=True)",
+        ]
     proc = subprocess.Popen(
         [
             sys.executable,
-            "-m",
-            "determined.master",
+            *start,
             "up",
             "--port",
             str(port),

@@ -16,8 +16,13 @@ the CPU of the master's two busiest threads and of all its threads in that phase
 metrics writer and the HTTP thread share one interpreter lock: a total near 1.0 says the master is
 bound by it).
 
+With ``--http-only`` the master acknowledges batches without storing them (``_http_only.py``; the
+probe's single reports are still stored): what the HTTP side (receiving, decoding, parsing) costs
+alone, to set beside a normal run.
+
     .venv/bin/python benchmarks/bench_metrics_ingest.py [--db sqlite|postgres|both] [--trials 100]
         [--seconds 10] [--batch 500] [--postgres-url postgresql+psycopg://USER:PW@HOST/EMPTY_DB]
+        [--http-only]
 """
 
 from __future__ import annotations
@@ -198,7 +203,7 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
 
         pg_url = postgres_db.postgres_url()
         flags += ["--db", pg_url]
-    master, session = start_master_process(*flags)
+    master, session = start_master_process(*flags, prelude="_http_only" if args.http_only else None)
     try:
         context = pathlib.Path(tempfile.mkdtemp())
         tokens_dir = pathlib.Path(tempfile.mkdtemp())
@@ -280,11 +285,21 @@ def main() -> int:
         help="an empty database on your own PostgreSQL server (default: a fresh database on the "
         "local server the tests use, dropped afterwards)",
     )
+    parser.add_argument(
+        "--http-only",
+        action="store_true",
+        help="the master acknowledges batches without storing them (benchmarks/_http_only.py): "
+        "what the HTTP side costs alone",
+    )
     args = parser.parse_args()
     dbs = ["sqlite", "postgres"] if args.db == "both" else [args.db]
     results = [bench(db, args) for db in dbs]
 
     print(f"{args.trials} reporting trials, {args.seconds:g} s each mode, batches of {args.batch}")
+    if args.http_only:
+        print(
+            "HTTP SIDE ONLY: batches acknowledged without being stored (benchmarks/_http_only.py)"
+        )
     print(
         "| db | det batches rows/s | master CPU ms per 1k rows | master's busiest threads, cores "
         "| batch request p50 / p99 ms | single report ack p50 / p99 ms"
@@ -300,7 +315,7 @@ def main() -> int:
             f"{r['single_p50']:.0f} / {r['single_p99']:.0f} | "
             f"{r['batched'] / max(r['single'], 1):.0f}x |"
         )
-    for r in results:
+    for r in [] if args.http_only else results:
         rows_ok = r["batched"] >= TARGET_ROWS_PER_S
         ack_ok = r["probe_p99"] <= TARGET_ACK_P99_MS
         print(
