@@ -127,9 +127,7 @@ class Lifecycle:
                     self._create_trial(session, exp, action)
                     pending.extend(searcher.trial_created(action.request_id))
                 elif isinstance(action, Stop):
-                    note = ""
-                    if stop_note is not None and stop_note[0] == action.request_id:
-                        note = stop_note[1]
+                    note = stop_note[1] if stop_note and stop_note[0] == action.request_id else ""
                     pending.extend(self._searcher_stop(session, exp, action.request_id, note))
             except ValueError as e:
                 self._searcher_failed(session, exp, str(e))
