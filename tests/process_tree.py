@@ -1,5 +1,6 @@
-"""Processes by parent, for test set-ups that clean up what a failed start left behind (the Ray
-cluster fixture kills the raylet and agents of a node that timed out registering)."""
+"""Processes from Linux ``/proc`` for tests: whether one is still alive, and processes by parent
+for set-ups that clean up what a failed start left behind (the Ray cluster fixture kills the
+raylet and agents of a node that timed out registering)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,16 @@ def parents_of(pids: Iterable[int]) -> dict[int, int]:
         except (OSError, ValueError, IndexError):
             continue
     return parents
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and has not ended (a zombie, ended but not yet reaped by its
+    parent, counts as ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def kill_if_still_children(pids: Iterable[int], parents: dict[int, int]) -> list[int]:

@@ -7,7 +7,7 @@ import select
 import subprocess
 import sys
 
-from process_tree import kill_if_still_children, process_parents
+from process_tree import alive, kill_if_still_children, process_parents
 
 
 def _exited(pid_fd: int) -> bool:
@@ -76,3 +76,21 @@ def test_a_grandchild_is_killed_with_its_parent() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_alive_until_the_process_ends_reaped_or_not() -> None:
+    child = _sleeper("import sys; sys.stdin.read()")
+    try:
+        assert alive(child.pid)
+        watch = os.pidfd_open(child.pid)
+        try:
+            assert child.stdin is not None
+            child.stdin.close()  # it exits; not reaped yet, so a zombie
+            assert _exited(watch)
+            assert not alive(child.pid)
+        finally:
+            os.close(watch)
+    finally:
+        child.kill()
+        child.wait()
+    assert not alive(child.pid)

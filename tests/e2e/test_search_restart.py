@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 from e2e.harness import MasterAPI
+from process_tree import alive
 
 from determined.master import Master
 
@@ -100,14 +101,6 @@ def _hung_pid(path: pathlib.Path, api: MasterAPI) -> int:
     return int(path.read_text())
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return False
-
-
 def _outcome(api: MasterAPI, exp_id: int) -> list[dict[str, Any]]:
     keys = ("requestId", "seed", "hparams", "state", "totalBatchesProcessed")
     out = []
@@ -145,7 +138,7 @@ def test_search_after_master_crashes_matches_uninterrupted_run(
         master.kill()
         master.restart()  # a new process on the same data dir and port
         api = MasterAPI(master.url)
-        api.wait_for(lambda pid=pid: not _alive(pid), 30, f"the orphaned trial {pid} to be reaped")
+        api.wait_for(lambda pid=pid: not alive(pid), 30, f"the orphaned trial {pid} to be reaped")
 
     assert api.wait_experiment(exp_id, timeout=240) == "STATE_COMPLETED", api.debug(exp_id)
     assert reference.wait_experiment(reference_id, timeout=240) == "STATE_COMPLETED"

@@ -9,18 +9,7 @@ import sys
 from typing import Any
 
 import pytest
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return False
+from process_tree import alive
 
 
 @pytest.mark.slow
@@ -42,14 +31,14 @@ def test_sigkill_recovery(
     waiter(marker.exists, 60, "the first trial to checkpoint and hang")
     (trial,) = client.trials(exp_id)
     pid = int(waiter(lambda: marker.read_text(), 5, "the pid"))
-    assert _alive(pid)
+    assert alive(pid)
     first.kill()
 
     first.restart()  # a new process on the same data dir, database and port
     client = client_for(first.url)
     exp = client.wait_state(exp_id, "STATE_COMPLETED", timeout=60)
     assert exp["progress"] == 1.0
-    assert not _alive(pid), "the orphaned trial process of the dead master was not reaped"
+    assert not alive(pid), "the orphaned trial process of the dead master was not reaped"
     trials = client.trials(exp_id)
     assert len(trials) == 2, "the restored searcher did not go on with the search"
     assert all(t["state"] == "STATE_COMPLETED" for t in trials)

@@ -16,6 +16,7 @@ import pathlib
 from typing import Any
 
 import pytest
+from process_tree import alive
 
 from determined.master._core._events import UNSENT_SIGKILL
 from determined.master.rm import _process
@@ -25,14 +26,6 @@ import subprocess, time
 child = subprocess.Popen(["sleep", "300"], start_new_session=True)  # inherits stdout/stderr
 print("escaped", child.pid, "done at", time.time(), flush=True)
 """
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return False
 
 
 def _single_trial(api: Any, tmp_path: pathlib.Path, name: str, script: str) -> int:
@@ -59,7 +52,7 @@ def test_an_escaped_process_does_not_delay_the_exit(
     trial = api.trials(exp_id)[0]
     logs = "".join(api.logs(trial["id"]))
     pid = int(logs.split("escaped ", 1)[1].split()[0])
-    api.wait_for(lambda: not _alive(pid), 30, f"the escaped process {pid} to be killed")
+    api.wait_for(lambda: not alive(pid), 30, f"the escaped process {pid} to be killed")
 
 
 def test_a_sigkill_the_master_did_not_send_is_named(api: Any, tmp_path: pathlib.Path) -> None:

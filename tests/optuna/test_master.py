@@ -20,6 +20,7 @@ import requests
 import yaml
 from e2e.harness import MasterAPI
 from master_process import MasterProcess
+from process_tree import alive
 
 TRAIN = '''
 """Instant "training": the loss is a function of the hyperparameters and the batches trained."""
@@ -143,14 +144,6 @@ def test_a_64_trial_tpe_asha_search_runs_to_completion(
     assert sum(map(error, last)) / 16 < sum(map(error, startup)) / 8
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return False
-
-
 def _outcome(api: MasterAPI, exp_id: int) -> list[dict[str, Any]]:
     keys = ("requestId", "seed", "hparams", "state", "totalBatchesProcessed", "searcherMetricValue")
     out = []
@@ -194,7 +187,7 @@ def test_master_sigkill_mid_search_gives_the_same_trials(
         master.kill()
         master.restart()  # a new process on the same data dir and port
         api = MasterAPI(master.url)
-        api.wait_for(lambda pid=pid: not _alive(pid), 30, f"the orphaned trial {pid} to go")
+        api.wait_for(lambda pid=pid: not alive(pid), 30, f"the orphaned trial {pid} to go")
 
     assert api.wait_experiment(exp_id, timeout=240) == "STATE_COMPLETED", api.debug(exp_id)
     assert reference.wait_experiment(reference_id, timeout=240) == "STATE_COMPLETED"

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 import pytest
+from process_tree import alive
 
 from determined.master import MasterConfig
 from determined.master.__main__ import _config, _parser
@@ -37,18 +38,6 @@ def _wait(predicate: Any, timeout: float = 20.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 # -- config ------------------------------------------------------------------------------------
@@ -283,7 +272,7 @@ def test_node_runner_signal_reaches_the_whole_group(tmp_path: pathlib.Path) -> N
     runner.signal(signal.SIGTERM)
     _, code = _drain(runner)
     assert code == -signal.SIGTERM
-    _wait(lambda: not _alive(grandchild))
+    _wait(lambda: not alive(grandchild))
     runner.cleanup()
 
 
@@ -314,7 +303,7 @@ def test_sigkill_reaches_workers_in_their_own_session(tmp_path: pathlib.Path) ->
     runner.signal(signal.SIGKILL)
     _, code = _drain(runner)
     assert code == -signal.SIGKILL
-    _wait(lambda: not _alive(escaped))
+    _wait(lambda: not alive(escaped))
     runner.cleanup()
 
 
@@ -345,10 +334,10 @@ def test_ranks_die_with_their_actor_process(tmp_path: pathlib.Path) -> None:
         assert proc.stdout is not None
         rank = int(proc.stdout.readline())
         escaped = _escaped_pid(tmp_path / "nodes")
-        assert _alive(rank) and _alive(escaped) and os.getsid(escaped) != os.getsid(rank)
+        assert alive(rank) and alive(escaped) and os.getsid(escaped) != os.getsid(rank)
         proc.kill()
         proc.wait()
-        _wait(lambda: not _alive(rank) and not _alive(escaped))
+        _wait(lambda: not alive(rank) and not alive(escaped))
     finally:
         proc.kill()
         proc.wait()
@@ -362,7 +351,7 @@ def test_a_group_id_without_marked_processes_is_never_killed() -> None:
     )
     try:
         kill_marked(stranger.pid, f"{MARKER_ENV}=gone")
-        assert stranger.poll() is None and _alive(stranger.pid)
+        assert stranger.poll() is None and alive(stranger.pid)
         kill_marked(stranger.pid, f"{MARKER_ENV}=gone", group_held=True)
         assert stranger.wait(20) == -signal.SIGKILL
     finally:

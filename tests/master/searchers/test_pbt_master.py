@@ -19,6 +19,7 @@ import pytest
 import requests
 import yaml
 from cli.harness import Det
+from process_tree import alive
 from webui._site import login_token
 
 from determined.master.db import Experiment, Run, User, utcnow
@@ -124,14 +125,6 @@ def _same_search(got: list[dict[str, Any]], expected: list[dict[str, Any]]) -> N
         assert all(n > max(common) for n in (set(mine_v) | set(theirs_v)) - common)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split()[2] != "Z"
-    except OSError:
-        return False
-
-
 @pytest.mark.slow
 def test_pbt_warm_starts_copies_and_survives_a_master_sigkill(
     make_master: Callable[..., Any], tmp_path: pathlib.Path
@@ -155,7 +148,7 @@ def test_pbt_warm_starts_copies_and_survives_a_master_sigkill(
     master.kill()
     master.restart()
     api = master.api()
-    api.wait_for(lambda: not _alive(pid), 30, f"the orphaned trial {pid} to be reaped")
+    api.wait_for(lambda: not alive(pid), 30, f"the orphaned trial {pid} to be reaped")
 
     assert api.wait_experiment(exp_id, timeout=300) == "STATE_COMPLETED", api.debug(exp_id)
     assert reference.wait_experiment(reference_id, timeout=300) == "STATE_COMPLETED"
