@@ -33,7 +33,10 @@ def launch(module: str, *args: str, env: dict[str, str] | None = None, timeout: 
 
 def clean_env() -> dict[str, str]:
     """The test process's environment without any cluster or launcher variable."""
-    drop = ("DET_CLUSTER_INFO", "RANK", "WORLD_SIZE", "LOCAL_RANK", "TF_CONFIG", "DET_C10D_PORT")
+    drop = (
+        "DET_CLUSTER_INFO", "RANK", "WORLD_SIZE", "LOCAL_RANK", "TF_CONFIG", "DET_C10D_PORT",
+        "DET_COLLECTIVE_PORT", "DET_COLLECTIVE_PORT_RESERVED",
+    )  # fmt: skip
     return {k: v for k, v in os.environ.items() if k not in drop}
 
 
@@ -217,6 +220,24 @@ def test_torch_distributed_command_line_multi_node() -> None:
     )
     assert env["DET_CHIEF_IP"] == "10.0.0.1" and env["USE_TORCH_DISTRIBUTED"] == "1"
     assert "DET_COLLECTIVE_KEY" not in env  # several nodes must share the master's key
+
+
+def test_torch_distributed_single_node_fixes_no_port_in_advance() -> None:
+    """c10d on a port the kernel picks, the collective port reserved by the launcher: no port is
+    free only for a moment (another process could take it before the rank binds it)."""
+    env: dict[str, str] = {}
+    cmd = torch_distributed.create_launch_cmd([], ["x"], env, None)
+    assert cmd[cmd.index("--rdzv_backend") + 1] == "c10d"
+    assert cmd[cmd.index("--rdzv_endpoint") + 1] == "127.0.0.1:0"
+    assert "--master_port" not in cmd
+    assert env["DET_COLLECTIVE_PORT"] == env["DET_COLLECTIVE_PORT_RESERVED"]
+    # a rendezvous chosen by the user's overrides gets a fixed port (theirs wins: it comes later)
+    fixed = torch_distributed.create_launch_cmd(["--master_port", "31999"], ["x"], {}, None)
+    assert "--rdzv_backend" not in fixed and fixed.index("--master_port") < fixed.index("31999")
+    # a collective port set from outside is not the launcher's to reserve
+    given = {"DET_COLLECTIVE_PORT": "31998"}
+    torch_distributed.create_launch_cmd([], ["x"], given, None)
+    assert given["DET_COLLECTIVE_PORT"] == "31998" and "DET_COLLECTIVE_PORT_RESERVED" not in given
 
 
 def test_torch_distributed_honours_c10d_port_env() -> None:

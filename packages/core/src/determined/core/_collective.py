@@ -98,13 +98,19 @@ def _connect(address: Address, timeout: float) -> socket.socket:
     return sock
 
 
-def listen(address: Address) -> socket.socket:
-    """Bind and listen on a TCP (host, port) — port 0 picks a free one — or a unix socket path."""
+def listen(address: Address, reserved: bool = False) -> socket.socket:
+    """Bind and listen on a TCP (host, port) — port 0 picks a free one — or a unix socket path.
+
+    ``reserved``: the port is one the launcher holds for this job (``launch._util.reserve_ports``):
+    bind it beside that hold (``SO_REUSEPORT``). Only then: on any other port a second listener
+    should fail with "address in use", not share the port."""
     if isinstance(address, str):
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     else:
         sock = socket.socket(socket.AF_INET6 if ":" in address[0] else socket.AF_INET)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if reserved:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     try:
         sock.bind(address)
         sock.listen(128)

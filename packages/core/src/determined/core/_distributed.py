@@ -28,6 +28,7 @@ from determined.core._distributed_env import (
     INTER_TRAIN_PROCESS_COMM_PORT_2,
     PORT_ENV,
     TIMEOUT_ENV,
+    port_is_reserved,
 )
 
 if TYPE_CHECKING:
@@ -225,7 +226,11 @@ class DistributedContext:
             # Single node: loopback only. Several nodes: every interface (peers are authenticated).
             host = "127.0.0.1" if self.local_size == self.size else ""
             hub = _collective.Hub(
-                _collective.listen((host, self._port)), self.size, self.rank, key, self._timeout
+                _collective.listen((host, self._port), reserved=port_is_reserved(self._port)),
+                self.size,
+                self.rank,
+                key,
+                self._timeout,
             )
             self._global = hub
             hub.accept_all()

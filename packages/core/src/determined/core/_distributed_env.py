@@ -16,6 +16,9 @@ INTER_TRAIN_PROCESS_COMM_PORT_2 = INTER_TRAIN_PROCESS_COMM_PORT_1 + 16
 DEFAULT_TIMEOUT = 1800.0
 TIMEOUT_ENV = "DET_COLLECTIVE_TIMEOUT"
 PORT_ENV = "DET_COLLECTIVE_PORT"
+RESERVED_PORT_ENV = "DET_COLLECTIVE_PORT_RESERVED"
+"""Set by a launcher to the ``DET_COLLECTIVE_PORT`` it holds reserved for the job (the chief binds
+it beside the launcher's hold; see ``launch._util.reserve_ports``)."""
 CHIEF_IP_ENV = "DET_CHIEF_IP"
 
 
@@ -42,6 +45,11 @@ def env_port() -> int:
         return int(raw)
     except ValueError:
         raise ValueError(f"{PORT_ENV} must be a port number, not {raw!r}") from None
+
+
+def port_is_reserved(port: int) -> bool:
+    """Whether the launcher holds ``port`` reserved for this job (``DET_COLLECTIVE_PORT_RESERVED``)."""
+    return os.environ.get(RESERVED_PORT_ENV) == str(port)
 
 
 def env_int(*names: str) -> int:

@@ -1,4 +1,5 @@
-"""Helpers shared by the launchers: free ports and running a child with forwarded signals."""
+"""Helpers shared by the launchers: free or reserved ports and running a child with forwarded
+signals."""
 
 from __future__ import annotations
 
@@ -25,6 +26,37 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     finally:
         for sock in sockets:
             sock.close()
+
+
+_RESERVED: list[socket.socket] = []
+"""The sockets holding this process's :func:`reserve_ports` (closed when it exits)."""
+
+
+def reserve_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct TCP ports on ``host``, held for the rest of this process's life.
+
+    A port from :func:`free_ports` is free only until another process takes it: a launcher that
+    passes one to a rank that binds it seconds later (after importing torch) can lose it to any
+    bind to port 0 or outgoing connection on the machine meanwhile, and the job fails. A reserved
+    port stays bound here (``SO_REUSEPORT``, never listening), so the kernel gives it to no one
+    else, while a listener of the same user that also sets ``SO_REUSEPORT`` can still bind it:
+    det's collective hub does (:func:`determined.core._collective.listen`). Where the option is
+    missing this falls back to :func:`free_ports`."""
+    if not hasattr(socket, "SO_REUSEPORT"):
+        return free_ports(count, host)
+    held = []
+    try:
+        for _ in range(count):
+            sock = socket.socket()
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((host, 0))
+            held.append(sock)
+    except OSError:
+        for sock in held:
+            sock.close()
+        raise
+    _RESERVED.extend(held)
+    return [sock.getsockname()[1] for sock in held]
 
 
 def exit_code(returncode: int) -> int:

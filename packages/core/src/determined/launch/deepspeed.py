@@ -32,6 +32,7 @@ from collections.abc import Sequence
 import determined as det
 from determined.core._collective import KEY_ENV
 from determined.core._distributed import PORT_ENV
+from determined.core._distributed_env import RESERVED_PORT_ENV
 from determined.launch import _util
 
 DEFAULT_MASTER_PORT = 29500
@@ -111,8 +112,11 @@ def create_launch_cmd(
     env["DET_CHIEF_IP"] = chief_ip
     cmd = [sys.executable, "-m", "deepspeed.launcher.runner"]
     if len(hosts) == 1:
-        master_port, collective_port = _util.free_ports(2)
-        env.setdefault(PORT_ENV, str(collective_port))
+        # torch's store (rank 0 binds it) cannot bind a reserved port: it sets no SO_REUSEPORT
+        (master_port,) = _util.free_ports(1)
+        if not env.get(PORT_ENV):
+            (collective_port,) = _util.reserve_ports(1)
+            env[PORT_ENV] = env[RESERVED_PORT_ENV] = str(collective_port)
         # Every rank is a child of this process: a fresh key keeps other local users out.
         env.setdefault(KEY_ENV, secrets.token_hex(16))
         visible = env.get("CUDA_VISIBLE_DEVICES", "").strip()

@@ -5,9 +5,14 @@ container of the allocation (from ``det.get_cluster_info()``), every process wra
 Off-cluster it runs one node with ``--nproc_per_node`` from the overrides (default 1). Options given
 before ``--`` are passed to torchrun after det's own, so they win.
 
-Sets ``USE_TORCH_DISTRIBUTED=1`` and ``DET_CHIEF_IP``. On one node the c10d and collective ports are
-free ports chosen at start (so concurrent trials on one machine do not collide); ``DET_C10D_PORT``
-forces the c10d port. The exit status is torchrun's; SIGTERM/SIGINT reach the whole process tree.
+Sets ``USE_TORCH_DISTRIBUTED=1`` and ``DET_CHIEF_IP``. On one node no port is fixed in advance, so
+concurrent jobs on one machine never collide: torchrun's c10d store binds a port the kernel picks
+(``--rdzv_endpoint 127.0.0.1:0``, as ``--standalone`` does), and det's collective port is one this
+launcher holds reserved until the job ends (``_util.reserve_ports``). A port picked free and
+passed on would be free only until the rank binds it, seconds later, and any process on the machine
+could take it meanwhile. ``DET_C10D_PORT``, or a ``--master_port``/``--rdzv_*`` override, makes
+it a fixed c10d port again. The exit status is torchrun's; SIGTERM/SIGINT reach the whole process
+tree.
 
 ``--trial MODULE:Class`` (upstream's way to start a distributed PyTorchTrial) runs a Trial class
 instead of a script: every rank runs det's trial runner for it (``python -m
@@ -24,6 +29,7 @@ from collections.abc import Sequence
 import determined as det
 from determined.core._collective import KEY_ENV
 from determined.core._distributed import PORT_ENV
+from determined.core._distributed_env import RESERVED_PORT_ENV
 from determined.launch import _util
 
 C10D_PORT = 29400
@@ -70,13 +76,12 @@ def create_launch_cmd(
         nnodes, node_rank, chief_ip = 1, 0, "127.0.0.1"
         nproc = int(_override(overrides, "--nproc_per_node", "--nproc-per-node") or 1)
     single_node = nnodes == 1
-    c10d_port, collective_port = _util.free_ports(2) if single_node else (C10D_PORT, None)
-    if env.get(C10D_PORT_ENV):
-        c10d_port = int(env[C10D_PORT_ENV])
     env["USE_TORCH_DISTRIBUTED"] = "1"
     env["DET_CHIEF_IP"] = chief_ip
     if single_node:
-        env.setdefault(PORT_ENV, str(collective_port))
+        if not env.get(PORT_ENV):
+            (port,) = _util.reserve_ports(1)
+            env[PORT_ENV] = env[RESERVED_PORT_ENV] = str(port)
         # Every rank is a child of this process: a fresh key keeps other local users out.
         env.setdefault(KEY_ENV, secrets.token_hex(16))
     return [
@@ -85,11 +90,36 @@ def create_launch_cmd(
         "--nproc_per_node", str(nproc),
         "--node_rank", str(node_rank),
         "--max_restarts", "0",
-        "--master_addr", "127.0.0.1" if single_node else chief_ip,
-        "--master_port", str(c10d_port),
+        *_rendezvous(single_node, chief_ip, env, overrides),
         *overrides,
         "--module", "determined.launch.wrap_rank", "RANK", "--", *script,
     ]  # fmt: skip
+
+
+_FIXED_RENDEZVOUS = (
+    "--master_port", "--master-port", "--rdzv_backend", "--rdzv-backend",
+    "--rdzv_endpoint", "--rdzv-endpoint", "--standalone",
+)  # fmt: skip
+"""Overrides that choose torchrun's rendezvous themselves: det then gives a fixed c10d port."""
+
+
+def _rendezvous(
+    single_node: bool, chief_ip: str, env: dict[str, str], overrides: Sequence[str]
+) -> list[str]:
+    """torchrun's rendezvous options: a c10d store on a port the kernel picks on one node (see the
+    module docstring), else the fixed ``DET_C10D_PORT`` (default 29400) on the chief."""
+    forced = env.get(C10D_PORT_ENV)
+    chosen = any(arg.split("=", 1)[0] in _FIXED_RENDEZVOUS for arg in overrides)
+    if single_node and not forced and not chosen:
+        return ["--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:0",
+                "--rdzv_id", secrets.token_hex(8)]  # fmt: skip
+    if forced:
+        port = int(forced)
+    elif single_node:
+        port = _util.free_ports(1)[0]  # the override's own port wins: it comes later
+    else:
+        port = C10D_PORT
+    return ["--master_addr", "127.0.0.1" if single_node else chief_ip, "--master_port", str(port)]
 
 
 def parse_args(args: Sequence[str]) -> tuple[list[str], list[str], bool]:

@@ -1,0 +1,73 @@
+"""``launch._util.reserve_ports``: a launcher holds its job's collective port until it exits, so
+no other process can take it between the launch and the rank binding it, while det's collective
+hub (told the port is reserved) binds beside the hold and accepts connections on it."""
+
+from __future__ import annotations
+
+import errno
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from determined._errors import CollectiveError
+from determined.core import _collective
+
+pytestmark = pytest.mark.skipif(not hasattr(socket, "SO_REUSEPORT"), reason="no SO_REUSEPORT")
+
+HOLDER = (
+    "import sys; from determined.launch import _util; "
+    "print(_util.reserve_ports(1)[0], flush=True); sys.stdin.read()"
+)
+
+
+def _bind(port: int, reuse_port: bool = False) -> socket.socket:
+    sock = socket.socket()
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    try:
+        sock.bind(("127.0.0.1", port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def test_a_reserved_port_is_held_until_the_holder_exits() -> None:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None
+        port = int(holder.stdout.readline())
+        with pytest.raises(OSError) as plain:
+            _bind(port)
+        assert plain.value.errno == errno.EADDRINUSE
+        # the hold is private to this job's launcher, not to any process of the user: a listener
+        # must be told the port is reserved (below) to bind beside it
+        with pytest.raises(CollectiveError, match="cannot listen"):
+            _collective.listen(("127.0.0.1", port))
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+    _bind(port).close()  # free again once the launcher is gone
+
+
+def test_the_hub_listens_on_a_reserved_port_and_gets_the_connections() -> None:
+    from determined.launch import _util
+
+    first, second = _util.reserve_ports(2)
+    assert first != second
+    listener = _collective.listen(("127.0.0.1", first), reserved=True)
+    try:
+        client = socket.create_connection(("127.0.0.1", first), timeout=10)
+        listener.settimeout(10)
+        accepted, _ = listener.accept()
+        client.sendall(b"ping")
+        assert accepted.recv(4) == b"ping"
+        accepted.close()
+        client.close()
+    finally:
+        listener.close()
