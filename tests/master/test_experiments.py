@@ -170,6 +170,17 @@ def test_trials_sorted_by_the_master_before_paging(client: Any, config_of: Any) 
     assert ids(sortBy="SORT_BY_BEST_VALIDATION_METRIC", orderBy="ORDER_BY_DESC") == best_first[::-1]
     assert ids(sortBy="SORT_BY_BEST_VALIDATION_METRIC", limit=1, offset=1) == best_first[1:2]
     assert ids(orderBy="ORDER_BY_DESC") == sorted(by_base.values(), reverse=True)
+    # by id the database cuts the page: the pagination still counts every (matching) trial
+    by_id = sorted(by_base.values())
+    assert ids(limit=1, offset=1) == by_id[1:2] and ids(offset=2) == by_id[2:]
+    page = client.get(path, params={"limit": 2, "offset": 2, "orderBy": "ORDER_BY_DESC"})
+    assert [t["id"] for t in page["trials"]] == by_id[:1]
+    assert page["pagination"] == {
+        "offset": 2, "limit": 2, "startIndex": 2, "endIndex": 3, "total": 3,
+    }  # fmt: skip
+    done = client.get(path, params={"states": "STATE_COMPLETED", "limit": 1})["pagination"]
+    assert done["total"] == 3
+    assert client.get(path, params={"states": "STATE_ERROR"})["pagination"]["total"] == 0
     for bad in ({"sortBy": "SORT_BY_NAME"}, {"orderBy": "SIDEWAYS"}):
         response = client.request("GET", path, params=bad)
         assert response.status_code == 400

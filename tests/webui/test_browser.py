@@ -340,3 +340,49 @@ def test_experiment_chart_is_drawn_from_metric_tiles(signed_in: Page, site: Site
     assert raw == []
     for series in page.evaluate(COLOR_PIXELS, "curves"):
         assert series["pixels"] > 20, series
+
+
+def test_trials_table_pages_in_place_and_the_chart_says_it_shows_the_best(
+    signed_in: Page, site: Site
+) -> None:
+    """120 trials: the table shows 100, "Next" swaps in the other 20 without reloading the page
+    (the address keeps the page for the live refresh), and the chart names its 100 of 120."""
+    from sqlalchemy import insert
+
+    from determined.master.db import Experiment, Run, User, utcnow
+
+    db = site.master.db
+    with db.write() as session:
+        owner = session.query(User).filter(User.username == "admin").one().id
+        exp = Experiment(
+            config={"name": "paged", "searcher": {"name": "random", "metric": "loss"}},
+            owner_id=owner,
+            state="COMPLETED",
+        )
+        session.add(exp)
+        session.flush()
+        exp_id = exp.id
+        session.execute(
+            insert(Run),
+            [
+                {"experiment_id": exp_id, "request_id": f"p{i}", "task_id": f"paged-{exp_id}-{i}",
+                 "state": "COMPLETED", "hparams": {"lr": i / 100}, "searcher_metric_value": i,
+                 "summary_metrics": {}, "last_activity": utcnow(), "run_id": 1}
+                for i in range(120)
+            ],
+        )  # fmt: skip
+        ids = sorted(r.id for r in session.query(Run).filter(Run.experiment_id == exp_id))
+    page = signed_in
+    page.goto(f"{site.url}/experiments/{exp_id}")
+    rows = page.locator("#trials tbody tr")
+    expect(rows).to_have_count(100)
+    expect(rows.first).to_have_attribute("data-id", str(ids[0]))
+    page.evaluate("() => { window.notReloaded = true; }")
+    page.click("#trials-next")
+    expect(rows).to_have_count(20)
+    expect(rows.first).to_have_attribute("data-id", str(ids[100]))
+    assert "trials_page=2" in page.url and page.evaluate("() => window.notReloaded") is True
+    expect(page.locator("#trials-pager")).to_contain_text("trials 101\u2013120 of 120")
+    expect(page.locator("#curve-info")).to_contain_text("best 100 of 120 trials by loss")
+    page.click("#trials-prev")
+    expect(rows).to_have_count(100)

@@ -447,6 +447,79 @@ def test_curves_are_decimated_per_pixel_column_and_keep_extremes(
     assert small["trials"][0]["x"] == list(range(1, 501))
 
 
+def test_a_search_of_hundreds_of_trials_pages_its_table_and_charts_the_best(
+    master: Master, web: requests.Session
+) -> None:
+    """The page, its live refresh and the curves read a page or the best 100, never every trial:
+    250 trials give a table of 100 rows a page over 3 pages, the best value of all of them, and
+    curves of the 100 with the lowest loss; the hyperparameter view still has every trial."""
+    exp = add_experiment(master, name="wide-search")
+    count, unmetered = 250, 10
+    with master.db.write() as session:
+        session.execute(
+            insert(Run),
+            [
+                {
+                    "experiment_id": exp,
+                    "request_id": f"r{i}",
+                    "task_id": f"wide-{exp}-{i}",
+                    "state": "COMPLETED",
+                    "hparams": {"lr": i / 1000},
+                    # the later a trial, the better (the best is on the last page); ten never
+                    # validated
+                    "searcher_metric_value": None if i < unmetered else 1000.0 - i,
+                    "summary_metrics": {},
+                    "last_activity": utcnow(),
+                    "run_id": 1,
+                }
+                for i in range(count)
+            ],
+        )
+        ids = sorted(r.id for r in session.query(Run).filter(Run.experiment_id == exp))
+    page_url = f"{master.url}/experiments/{exp}"
+
+    def rows(html: str) -> list[int]:
+        return [int(i) for i in re.findall(r'<tr data-id="(\d+)"', html)]
+
+    first = web.get(page_url, timeout=30)
+    assert first.status_code == 200
+    assert rows(first.text) == ids[:100]
+    assert 'id="trial-count">(250)' in first.text
+    assert (
+        'page <b id="trials-page">1</b> of 3' in first.text and 'id="trials-prev"' not in first.text
+    )
+    assert f'<b id="exp-best">{1000.0 - (count - 1):g}' in first.text  # from the last page
+    last = web.get(page_url, params={"trials_page": 3}, timeout=30).text
+    assert rows(last) == ids[200:] and 'id="trials-next"' not in last
+    assert rows(web.get(page_url, params={"trials_page": 99}, timeout=30).text) == ids[200:]
+    for bad in ("0", "two"):
+        response = web.get(page_url, params={"trials_page": bad}, timeout=30)
+        assert response.status_code == 400 and "trials_page" in response.text
+    partial = web.get(
+        f"{master.url}/ui/partials/experiments/{exp}", params={"trials_page": 2}, timeout=30
+    )
+    assert rows(partial.text) == ids[100:200]
+    assert "trials 101\u2013200 of 250" in partial.text
+
+    curves = web.get(f"{master.url}/ui/api/experiments/{exp}/curves", timeout=30).json()
+    assert curves["totalTrials"] == count
+    assert [t["id"] for t in curves["trials"]] == ids[-100:]  # the lowest loss, in id order
+    hparams = web.get(f"{master.url}/ui/api/experiments/{exp}/hparams", timeout=30).json()
+    assert [t["id"] for t in hparams["trials"]] == ids and hparams["hparams"] == ["lr"]
+    assert hparams["trials"][0]["best"] is None and hparams["trials"][-1]["best"] == 751.0
+
+
+def test_the_chart_of_a_small_search_shows_every_trial_even_without_metrics(
+    master: Master, web: requests.Session
+) -> None:
+    exp = add_experiment(master, name="narrow-search")
+    trials = [add_trial(master, exp) for _ in range(3)]
+    payload = web.get(f"{master.url}/ui/api/experiments/{exp}/curves", timeout=30).json()
+    assert payload["totalTrials"] == 3 and [t["id"] for t in payload["trials"]] == trials
+    page = web.get(f"{master.url}/experiments/{exp}", timeout=30).text
+    assert 'id="trial-count">(3)' in page and 'id="trials-pager"' not in page
+
+
 def _statements(master: Master) -> Any:
     """A context manager collecting the SQL statements the master's engine runs meanwhile."""
     import contextlib

@@ -17,7 +17,14 @@ from starlette.responses import Response
 from determined.master._api._deps import Principal, authenticate, master_of
 from determined.master._core._authz import Permission
 from determined.master._wire import APIError
-from determined.master.ui import _access, _log_queries, _queries, _series, _workspace_queries
+from determined.master.ui import (
+    _access,
+    _log_queries,
+    _queries,
+    _series,
+    _trial_pages,
+    _workspace_queries,
+)
 
 router = APIRouter(tags=["Web UI"], include_in_schema=False)
 
@@ -159,18 +166,22 @@ def _rows_key(rows: list[_queries.TrialRow]) -> tuple[Any, ...]:
 def experiment_curves(
     request: Request, experiment_id: int, p: Principal = Depends(authenticate)
 ) -> Response:
-    """Learning curves of every trial of an experiment (``group``, ``metric``, ``width``)."""
+    """Learning curves of an experiment's trials (``group``, ``metric``, ``width``): all of them,
+    or the best :data:`_trial_pages.CHART_TRIALS` by the searcher metric when there are more
+    (``totalTrials`` says how many there are)."""
     visible = _access.visible_workspaces(request, p)
     with master_of(request).db.read() as session:
         exp, _ = _queries.get_experiment(session, experiment_id, visible)
-        rows = _queries.experiment_trials(session, exp)
+        rows = _trial_pages.best_rows(session, exp)
+        total = _trial_pages.trial_stats(session, exp).count
         metric, smaller = _queries.searcher_of(exp.config)
     q = request.query_params
-    key = ("experiment", experiment_id, q.get("group"), q.get("metric"), _width(request))
+    key = ("experiment", experiment_id, q.get("group"), q.get("metric"), _width(request), total)
 
     def build() -> dict[str, Any]:
         payload = curves_payload(request, rows, {}, metric)
         payload["smallerIsBetter"] = smaller
+        payload["totalTrials"] = total
         return payload
 
     return cached_json(request, (*key, _rows_key(rows)), build)
@@ -273,27 +284,15 @@ def experiment_hparams(
     visible = _access.visible_workspaces(request, p)
     with master_of(request).db.read() as session:
         exp, _ = _queries.get_experiment(session, experiment_id, visible)
-        rows = _queries.experiment_trials(session, exp)
+        trials = _trial_pages.hparam_points(session, exp)
         metric, smaller = _queries.searcher_of(exp.config)
-    names: list[str] = []
-    trials = []
-    for row in rows:
-        flat = _queries.flatten_hparams(row.hparams)
-        for name in flat:
-            if name not in names:
-                names.append(name)
-        trials.append(
-            {
-                "id": row.id,
-                "state": row.state,
-                "hparams": flat,
-                "best": row.best,
-                "parent": row.parent,
-            }
-        )
+    names: dict[str, None] = {}
+    for trial in trials:
+        trial["hparams"] = flat = _queries.flatten_hparams(trial["hparams"])
+        names.update(dict.fromkeys(flat))
     return json_response(
         request,
-        {"metric": metric, "smallerIsBetter": smaller, "hparams": names, "trials": trials},
+        {"metric": metric, "smallerIsBetter": smaller, "hparams": list(names), "trials": trials},
     )
 
 

@@ -26,6 +26,7 @@ from determined.master.ui import (
     _queries,
     _registry_queries,
     _session,
+    _trial_pages,
     _workspace_queries,
 )
 from determined.master.ui._mask import mask
@@ -186,13 +187,16 @@ def config_yaml(exp: Any) -> tuple[str, str]:
 
 def _experiment_context(request: Request, p: Principal, experiment_id: int) -> dict[str, Any]:
     visible = _access.visible_workspaces(request, p)
+    asked = _api.int_arg(request.query_params.get("trials_page"), "trials_page", 1)
+    if asked is None or asked < 1:
+        raise APIError(400, f"trials_page: must be 1 or more, not {asked}")
     with master_of(request).db.read() as session:
         exp, owner = _queries.get_experiment(session, experiment_id, visible)
-        trials = _queries.experiment_trials(session, exp)
+        stats = _trial_pages.trial_stats(session, exp)
+        page = min(asked, _trial_pages.pages(stats.count))  # the last one, if asked beyond it
+        trials = _trial_pages.page_rows(session, exp, page)
         where = _workspace_queries.location_of(session, exp.project_id)
     metric, smaller = _queries.searcher_of(exp.config)
-    best_values = [t.best for t in trials if t.best is not None]
-    best = (min(best_values) if smaller else max(best_values)) if best_values else None
     hparam_names: list[str] = []
     for trial in trials:
         for name in _queries.flatten_hparams(trial.hparams):
@@ -203,9 +207,13 @@ def _experiment_context(request: Request, p: Principal, experiment_id: int) -> d
         "name": str(exp.config.get("name") or ""),
         "owner": owner,
         "trials": trials,
+        "trial_count": stats.count,
+        "trials_page": page,
+        "trials_pages": _trial_pages.pages(stats.count),
+        "trials_offset": (page - 1) * _trial_pages.TRIALS_PER_PAGE,
         "metric": metric,
         "smaller": smaller,
-        "best": best,
+        "best": stats.best,
         "hparam_names": hparam_names,
         "flatten": _queries.flatten_hparams,
         "terminal": _queries.is_terminal(exp.state),

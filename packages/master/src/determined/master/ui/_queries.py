@@ -427,11 +427,6 @@ def trial_rows(session: Session, runs: Sequence[Run], metric_of: dict[int, str])
     return out
 
 
-def experiment_trials(session: Session, exp: Experiment) -> list[TrialRow]:
-    runs = list(session.scalars(select(Run).where(Run.experiment_id == exp.id).order_by(Run.id)))
-    return trial_rows(session, runs, {exp.id: searcher_of(exp.config)[0]})
-
-
 def flatten_hparams(hparams: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     """Nested hyperparameters as ``a.b`` keys."""
     out: dict[str, Any] = {}

@@ -4,7 +4,12 @@ import { Chart, colorFor } from "./chart.js";
 
 const data = pageData();
 const live = document;  // the live regions (status, trials) are refreshed in place
-const liveUrl = `/ui/partials/experiments/${data.experimentId}`;
+/** The live regions' URL, for the page of the trials table the address names. */
+function liveUrl() {
+  const page = new URL(location.href).searchParams.get("trials_page");
+  const base = `/ui/partials/experiments/${data.experimentId}`;
+  return page ? `${base}?trials_page=${encodeURIComponent(page)}` : base;
+}
 const selected = new Set();
 let terminal = data.terminal;
 
@@ -56,8 +61,19 @@ live.addEventListener("click", (event) => {
 });
 live.addEventListener("region-updated", restoreSelection);
 
+// ---- the trials table's pages (a 10,000-trial search shows 100 at a time) -------------------
+live.addEventListener("click", async (event) => {
+  const link = event.target.closest("a[data-trials-page]");
+  if (!link) return;
+  event.preventDefault();
+  const url = new URL(location.href);
+  url.searchParams.set("trials_page", link.dataset.trialsPage);
+  history.replaceState(null, "", url);
+  await refreshLive();
+});
+
 async function refreshLive() {
-  await refreshRegions(live, liveUrl);
+  await refreshRegions(live, liveUrl());
   const state = live.querySelector("#exp-state")?.dataset.state || "";
   terminal = ["COMPLETED", "CANCELED", "ERROR", "DELETED"].includes(state);
 }
@@ -96,13 +112,17 @@ async function loadCurves(full = false) {
       .filter((s) => s.x.length),  // colours stay with their trial as others start reporting
   );
   const shown = payload.trials.reduce((n, t) => n + t.x.length, 0);
+  const total = payload.totalTrials ?? payload.trials.length;
+  const which = total > payload.trials.length
+    ? `best ${payload.trials.length} of ${total} trials by ${payload.searcherMetric}`
+    : `${payload.trials.length} trials`;
   if (payload.preview) {
     // A sample of the reports came first (fast): now the whole curves.
-    info.textContent = `${payload.trials.length} trials · preview of 1 in ${payload.preview} reports, loading all…`;
+    info.textContent = `${which} · preview of 1 in ${payload.preview} reports, loading all…`;
     document.getElementById("curves").dataset.preview = "true";
     return loadCurves(true);
   }
-  info.textContent = `${payload.trials.length} trials · ${payload.reportedPoints} reports · ${shown} points sent`;
+  info.textContent = `${which} · ${payload.reportedPoints} reports · ${shown} points sent`;
   document.getElementById("curves").dataset.preview = "false";
   document.getElementById("curves").dataset.loaded = "true";
 }
