@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import datetime
 from typing import Any
+
+import pytest
+from sqlalchemy import insert
+
+from determined.master._api._trial_sort import sort_trial_json
+from determined.master.db import Experiment, Run, User
 
 
 def test_single_trial_completes(client: Any, config_of: Any) -> None:
@@ -185,3 +192,64 @@ def test_trials_sorted_by_the_master_before_paging(client: Any, config_of: Any) 
         response = client.request("GET", path, params=bad)
         assert response.status_code == 400
         assert next(iter(bad)) in response.json()["error"]["error"]
+
+
+@pytest.mark.parametrize("smaller_is_better", [True, False])
+def test_database_sorts_page_as_the_trial_json_sort_does(
+    master: Any, client: Any, smaller_is_better: bool
+) -> None:
+    """Each sortBy the database orders by gives the order sort_trial_json gives the same trials:
+    ties broken by id in the same direction, trials without a value last either way."""
+    start = datetime.datetime(2025, 3, 1, 12, 0, 0, 1000)
+    states = ["COMPLETED", "ERROR", "CANCELED", "ACTIVE"]
+    with master.db.write() as session:
+        owner = session.query(User).filter(User.username == "determined").one().id
+        searcher = {"name": "random", "metric": "loss", "smaller_is_better": smaller_is_better}
+        exp = Experiment(config={"name": "sorts", "searcher": searcher}, owner_id=owner)
+        session.add(exp)
+        session.flush()
+        exp_id = exp.id
+        session.execute(
+            insert(Run),
+            [
+                {
+                    "experiment_id": exp_id,
+                    "request_id": f"s{i}",
+                    "task_id": f"sorts-{exp_id}-{i}",
+                    "state": states[i % 4],
+                    "hparams": {},
+                    "restarts": i % 3,
+                    "total_batches": (i * 7) % 5,
+                    "searcher_metric_value": None if i % 5 == 0 else float((i * 3) % 4),
+                    "start_time": start + datetime.timedelta(seconds=(i * 5) % 7),
+                    "end_time": None if i % 4 == 0 else start + datetime.timedelta(hours=i % 3),
+                    "run_id": 1,
+                }
+                for i in range(14)
+            ],
+        )
+    path = f"/api/v1/experiments/{exp_id}/trials"
+    everything = client.get(path)["trials"]
+    assert len(everything) == 14
+    sorts = [
+        "SORT_BY_BEST_VALIDATION_METRIC", "SORT_BY_START_TIME", "SORT_BY_END_TIME",
+        "SORT_BY_STATE", "SORT_BY_BATCHES_PROCESSED", "SORT_BY_RESTARTS",
+    ]  # fmt: skip
+    for sort in sorts:
+        for order in ("ORDER_BY_ASC", "ORDER_BY_DESC"):
+            expected = [
+                t["id"]
+                for t in sort_trial_json(
+                    everything,
+                    sort,
+                    descending=order == "ORDER_BY_DESC",
+                    searcher_metric="loss",
+                    smaller_is_better=smaller_is_better,
+                )
+            ]
+            params = {"sortBy": sort, "orderBy": order}
+            got = [t["id"] for t in client.get(path, params=params)["trials"]]
+            assert got == expected, (sort, order)
+            page = client.get(path, params={**params, "offset": 4, "limit": 5})
+            assert [t["id"] for t in page["trials"]] == expected[4:9], (sort, order)
+            assert page["pagination"]["total"] == 14

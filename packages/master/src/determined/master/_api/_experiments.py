@@ -420,13 +420,17 @@ def experiment_trials(
         states = [unstate(s) for s in q.getlist("states") if s]
         if states:
             stmt = stmt.where(Run.state.in_(states))
-        stmt = stmt.order_by(Run.id.desc() if desc else Run.id.asc())
-        if sort in ("SORT_BY_UNSPECIFIED", "SORT_BY_ID"):
-            # the database pages: a page of a 10,000-trial search loads 100 rows, not 10,000
-            total = session.scalar(select(func.count()).select_from(stmt.order_by(None).subquery()))
+        column = _sort_column(session, experiment_id, sort)
+        if column is not None:
+            # the database sorts and pages: a page of a 10,000-trial search loads 100 rows
+            total = session.scalar(select(func.count()).select_from(stmt.subquery()))
+            if column is not Run.id:  # trials without a value last, in either direction
+                stmt = stmt.order_by(column.is_(None), column.desc() if desc else column.asc())
+            stmt = stmt.order_by(Run.id.desc() if desc else Run.id.asc())
             paged = stmt.offset(offset).limit(limit) if limit else stmt.offset(offset)
             trials = _serialize.trials(session, list(session.scalars(paged)))
         else:
+            stmt = stmt.order_by(Run.id.desc() if desc else Run.id.asc())
             rows = list(session.scalars(stmt))
             total = len(rows)
             exp = _get_exp(session, experiment_id)
@@ -440,6 +444,28 @@ def experiment_trials(
             )
             trials = ordered[offset : offset + limit] if limit else ordered[offset:]
         return {"trials": trials, "pagination": pagination(offset, limit, len(trials), total or 0)}
+
+
+_SORT_COLUMNS: dict[str, Any] = {
+    "SORT_BY_UNSPECIFIED": Run.id,
+    "SORT_BY_ID": Run.id,
+    "SORT_BY_START_TIME": Run.start_time,
+    "SORT_BY_END_TIME": Run.end_time,
+    "SORT_BY_STATE": Run.state,
+    "SORT_BY_BATCHES_PROCESSED": Run.total_batches,
+    "SORT_BY_RESTARTS": Run.restarts,
+}
+"""``sortBy`` values the database orders by (the rest sort the trials' JSON: see _trial_sort)."""
+
+
+def _sort_column(session: Session, experiment_id: int, sort: str) -> Any | None:
+    """The column (or expression) ``sort`` orders by in SQL, None when it sorts in Python. The
+    best validation is the signed searcher metric, as in :func:`sort_trial_json`."""
+    if sort == "SORT_BY_BEST_VALIDATION_METRIC":
+        searcher = (_get_exp(session, experiment_id).config or {}).get("searcher") or {}
+        value = Run.searcher_metric_value
+        return value if bool(searcher.get("smaller_is_better", True)) else -value
+    return _SORT_COLUMNS.get(sort)
 
 
 @router.get(
