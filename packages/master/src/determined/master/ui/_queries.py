@@ -386,16 +386,7 @@ def trial_rows(session: Session, runs: Sequence[Run], metric_of: dict[int, str])
             select(Metric.id, Metric.metrics).where(Metric.id.in_(latest_ids))
         ):
             latest[metric_id] = (metrics or {}).get("avg_metrics") or {}
-    warm = {r.warm_start_checkpoint_uuid for r in runs if r.warm_start_checkpoint_uuid}
-    parents: dict[str, int] = {}
-    if warm:
-        parents = {
-            uuid: int(trial_id)
-            for uuid, trial_id in session.execute(
-                select(Checkpoint.uuid, Checkpoint.trial_id).where(Checkpoint.uuid.in_(warm))
-            )
-            if trial_id is not None
-        }
+    parents = warm_start_parents(session, [r.warm_start_checkpoint_uuid for r in runs])
     out = []
     for run in runs:
         name = metric_of.get(run.experiment_id, "")
@@ -425,6 +416,21 @@ def trial_rows(session: Session, runs: Sequence[Run], metric_of: dict[int, str])
             )
         )
     return out
+
+
+def warm_start_parents(session: Session, uuids: Collection[str | None]) -> dict[str, int]:
+    """checkpoint uuid -> the trial that saved it, for trials' warm-start checkpoints (their
+    parents: PBT's lineage); one query, none without a uuid."""
+    wanted = {uuid for uuid in uuids if uuid}
+    if not wanted:
+        return {}
+    return {
+        uuid: int(trial_id)
+        for uuid, trial_id in session.execute(
+            select(Checkpoint.uuid, Checkpoint.trial_id).where(Checkpoint.uuid.in_(wanted))
+        )
+        if trial_id is not None
+    }
 
 
 def flatten_hparams(hparams: dict[str, Any], prefix: str = "") -> dict[str, Any]:

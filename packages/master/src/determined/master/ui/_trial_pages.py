@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from determined.master.db import Checkpoint, Experiment, Run
-from determined.master.ui._queries import TrialRow, searcher_of, trial_rows
+from determined.master.db import Experiment, Run
+from determined.master.ui._queries import TrialRow, searcher_of, trial_rows, warm_start_parents
 
 TRIALS_PER_PAGE = 100
 """Rows of the experiment page's trials table."""
@@ -96,16 +96,7 @@ def hparam_points(session: Session, exp: Experiment) -> list[dict[str, Any]]:
         .where(Run.experiment_id == exp.id)
         .order_by(Run.id)
     ).all()
-    warm = {row.warm_start_checkpoint_uuid for row in rows if row.warm_start_checkpoint_uuid}
-    parents: dict[str, int] = {}
-    if warm:
-        parents = {
-            uuid: int(trial_id)
-            for uuid, trial_id in session.execute(
-                select(Checkpoint.uuid, Checkpoint.trial_id).where(Checkpoint.uuid.in_(warm))
-            )
-            if trial_id is not None
-        }
+    parents = warm_start_parents(session, [row.warm_start_checkpoint_uuid for row in rows])
     return [
         {
             "id": row.id,
