@@ -33,7 +33,7 @@ from determined.master._api._deps import (
 )
 from determined.master._api._json_route import api_router
 from determined.master._api._templates import with_template
-from determined.master._api._trial_sort import check_trial_sort, sort_trial_json
+from determined.master._api._trial_sort import check_trial_sort, sort_trial_json, sql_sort_column
 from determined.master._api._yaml_input import load_yaml
 from determined.master._core._context import ContextError, pack_files
 from determined.master._core._experiments import ExperimentPatch
@@ -420,7 +420,12 @@ def experiment_trials(
         states = [unstate(s) for s in q.getlist("states") if s]
         if states:
             stmt = stmt.where(Run.state.in_(states))
-        column = _sort_column(session, experiment_id, sort)
+        smaller = sort != "SORT_BY_BEST_VALIDATION_METRIC" or bool(
+            ((_get_exp(session, experiment_id).config or {}).get("searcher") or {}).get(
+                "smaller_is_better", True
+            )
+        )
+        column = sql_sort_column(sort, smaller)
         if column is not None:
             # the database sorts and pages: a page of a 10,000-trial search loads 100 rows
             total = session.scalar(select(func.count()).select_from(stmt.subquery()))
@@ -444,28 +449,6 @@ def experiment_trials(
             )
             trials = ordered[offset : offset + limit] if limit else ordered[offset:]
         return {"trials": trials, "pagination": pagination(offset, limit, len(trials), total or 0)}
-
-
-_SORT_COLUMNS: dict[str, Any] = {
-    "SORT_BY_UNSPECIFIED": Run.id,
-    "SORT_BY_ID": Run.id,
-    "SORT_BY_START_TIME": Run.start_time,
-    "SORT_BY_END_TIME": Run.end_time,
-    "SORT_BY_STATE": Run.state,
-    "SORT_BY_BATCHES_PROCESSED": Run.total_batches,
-    "SORT_BY_RESTARTS": Run.restarts,
-}
-"""``sortBy`` values the database orders by (the rest sort the trials' JSON: see _trial_sort)."""
-
-
-def _sort_column(session: Session, experiment_id: int, sort: str) -> Any | None:
-    """The column (or expression) ``sort`` orders by in SQL, None when it sorts in Python. The
-    best validation is the signed searcher metric, as in :func:`sort_trial_json`."""
-    if sort == "SORT_BY_BEST_VALIDATION_METRIC":
-        searcher = (_get_exp(session, experiment_id).config or {}).get("searcher") or {}
-        value = Run.searcher_metric_value
-        return value if bool(searcher.get("smaller_is_better", True)) else -value
-    return _SORT_COLUMNS.get(sort)
 
 
 @router.get(

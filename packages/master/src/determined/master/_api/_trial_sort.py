@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from determined.master.db import Run
+
 TRIAL_SORTS = (
     "SORT_BY_UNSPECIFIED",
     "SORT_BY_ID",
@@ -34,6 +36,27 @@ _FIELDS = {
     "SORT_BY_RESTARTS": "restarts",
     "SORT_BY_LOG_RETENTION_DAYS": "logRetentionDays",
 }
+
+
+_SQL_COLUMNS: dict[str, Any] = {
+    "SORT_BY_UNSPECIFIED": Run.id,
+    "SORT_BY_ID": Run.id,
+    "SORT_BY_START_TIME": Run.start_time,
+    "SORT_BY_END_TIME": Run.end_time,
+    "SORT_BY_STATE": Run.state,
+    "SORT_BY_BATCHES_PROCESSED": Run.total_batches,
+    "SORT_BY_RESTARTS": Run.restarts,
+}
+
+
+def sql_sort_column(sort_by: str, smaller_is_better: bool = True) -> Any | None:
+    """The column (or expression) the database orders ``sort_by`` by, the same order as
+    :func:`sort_trial_json` (the caller adds "missing last" and the id tie-break); None for the
+    sorts only the trials' JSON can give (latest validation, duration, checkpoint size)."""
+    if sort_by == "SORT_BY_BEST_VALIDATION_METRIC":
+        value = Run.searcher_metric_value
+        return value if smaller_is_better else -value
+    return _SQL_COLUMNS.get(sort_by)
 
 
 def check_trial_sort(sort_by: str | None) -> str:
