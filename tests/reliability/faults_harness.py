@@ -127,6 +127,8 @@ class Ledger:
     """What one trial's runs noted: acknowledged metric steps, checkpoints, and run starts."""
 
     metrics: list[int] = field(default_factory=list)
+    metric_runs: list[int] = field(default_factory=list)
+    """For each of ``metrics``, how many starts the ledger had noted by then (1: the first run)."""
     checkpoints: list[tuple[str, int]] = field(default_factory=list)
     starts: list[tuple[int, int, int]] = field(default_factory=list)  # (run id, pid, from step)
     done: bool = False
@@ -144,6 +146,7 @@ def read_ledger(ledger_dir: pathlib.Path, trial_id: int) -> Ledger:
             continue  # a line cut short by a kill
         if parts[0] == "metric":
             out.metrics.append(int(parts[1]))
+            out.metric_runs.append(len(out.starts))
         elif parts[0] == "ckpt" and len(parts) == 3:
             out.checkpoints.append((parts[1], int(parts[2])))
         elif parts[0] == "start" and len(parts) == 4:

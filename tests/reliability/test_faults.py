@@ -173,8 +173,15 @@ def test_trial_sigkill_restarts_from_its_checkpoint(
     assert api.wait_experiment(exp, timeout=180) == "STATE_COMPLETED", api.debug(exp)
     ledger = check_stored_exactly_once(api, ledger_dir, trial, hparam_x(api, exp))
     assert len(ledger.starts) == 2, ledger.starts
+    # From the latest checkpoint of the killed run: one the master stores, no older than the
+    # latest the ledger showed before the kill (the run may checkpoint again before the kill
+    # lands, and be killed before it notes that), and no later than the run trained.
     resumed_from = ledger.starts[1][2]
-    assert resumed_from in {step for _, step in first.checkpoints}, (resumed_from, first)
+    trained = max(s for s, run in zip(ledger.metrics, ledger.metric_runs, strict=True) if run == 1)
+    latest_seen = max(step for _, step in first.checkpoints)
+    assert latest_seen <= resumed_from <= trained, (resumed_from, first, ledger)
+    stored = api.get(f"/api/v1/trials/{trial}/checkpoints")["checkpoints"]
+    assert resumed_from in {c["metadata"]["steps_completed"] for c in stored}, stored
     assert api.trials(exp)[0]["restarts"] == 1
 
 
