@@ -420,32 +420,29 @@ def experiment_trials(
         states = [unstate(s) for s in q.getlist("states") if s]
         if states:
             stmt = stmt.where(Run.state.in_(states))
-        smaller = sort != "SORT_BY_BEST_VALIDATION_METRIC" or bool(
-            ((_get_exp(session, experiment_id).config or {}).get("searcher") or {}).get(
-                "smaller_is_better", True
-            )
-        )
+        searcher: dict[str, Any] = {}  # only the validation sorts read it (the signed metric)
+        if sort in ("SORT_BY_BEST_VALIDATION_METRIC", "SORT_BY_LATEST_VALIDATION_METRIC"):
+            searcher = (_get_exp(session, experiment_id).config or {}).get("searcher") or {}
+        smaller = bool(searcher.get("smaller_is_better", True))
         column = sql_sort_column(sort, smaller)
+        if column is not None and column is not Run.id:  # without a value last, either direction
+            stmt = stmt.order_by(column.is_(None), column.desc() if desc else column.asc())
+        stmt = stmt.order_by(Run.id.desc() if desc else Run.id.asc())
         if column is not None:
             # the database sorts and pages: a page of a 10,000-trial search loads 100 rows
-            total = session.scalar(select(func.count()).select_from(stmt.subquery()))
-            if column is not Run.id:  # trials without a value last, in either direction
-                stmt = stmt.order_by(column.is_(None), column.desc() if desc else column.asc())
-            stmt = stmt.order_by(Run.id.desc() if desc else Run.id.asc())
+            counted = stmt.order_by(None).subquery()
+            total = session.scalar(select(func.count()).select_from(counted))
             paged = stmt.offset(offset).limit(limit) if limit else stmt.offset(offset)
             trials = _serialize.trials(session, list(session.scalars(paged)))
         else:
-            stmt = stmt.order_by(Run.id.desc() if desc else Run.id.asc())
             rows = list(session.scalars(stmt))
             total = len(rows)
-            exp = _get_exp(session, experiment_id)
-            searcher = (exp.config or {}).get("searcher") or {}
             ordered = sort_trial_json(
                 _serialize.trials(session, rows),
                 sort,
                 descending=desc,
                 searcher_metric=searcher.get("metric"),
-                smaller_is_better=bool(searcher.get("smaller_is_better", True)),
+                smaller_is_better=smaller,
             )
             trials = ordered[offset : offset + limit] if limit else ordered[offset:]
         return {"trials": trials, "pagination": pagination(offset, limit, len(trials), total or 0)}
