@@ -274,6 +274,16 @@ def test_tensorflow_launcher_multi_node_sets_tf_config(tmp_path: pathlib.Path) -
     }
 
 
+def test_tensorflow_local_workers_hold_the_collective_port_reserved() -> None:
+    env: dict[str, str] = {}
+    workers = tf_launcher.create_local_workers(2, ["x"], env)
+    port = env["DET_COLLECTIVE_PORT"]
+    assert env["DET_COLLECTIVE_PORT_RESERVED"] == port
+    cluster = json.loads(workers[0][1]["TF_CONFIG"])["cluster"]["worker"]
+    assert f"127.0.0.1:{port}" not in cluster and len(set(cluster)) == 2
+    assert all(worker_env["DET_COLLECTIVE_PORT"] == port for _, worker_env in workers)
+
+
 def test_tensorflow_launcher_parse_args() -> None:
     assert tf_launcher.parse_args(["--port=1", "a"]) == (1, ["a"])
     assert tf_launcher.parse_args(["a", "--port", "1"]) == (29400, ["a", "--port", "1"])

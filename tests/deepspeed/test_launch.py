@@ -70,6 +70,7 @@ def test_single_container_command(tmp_path: pathlib.Path) -> None:
                     "python3", "train.py"]  # fmt: skip
     assert env["USE_DEEPSPEED"] == "1" and env["DET_CHIEF_IP"] == "10.0.0.5"
     assert env["DET_COLLECTIVE_PORT"] != cmd[cmd.index("--master_port") + 1]
+    assert env["DET_COLLECTIVE_PORT_RESERVED"] == env["DET_COLLECTIVE_PORT"]
     assert len(env["DET_COLLECTIVE_KEY"]) == 32
     # GPUs named by CUDA_VISIBLE_DEVICES, or explicit overrides: DeepSpeed picks the processes
     gpu_env = {"CUDA_VISIBLE_DEVICES": "2,3"}

@@ -59,6 +59,21 @@ def reserve_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     return [sock.getsockname()[1] for sock in held]
 
 
+def reserve_collective_port(env: dict[str, str]) -> None:
+    """Give a single-node job det's collective port (``DET_COLLECTIVE_PORT``) held reserved by this
+    launcher (:func:`reserve_ports`) and marked so for the chief's hub
+    (``DET_COLLECTIVE_PORT_RESERVED``); a port already set in ``env`` is left as it is, unmarked."""
+    # here, not at the top: determined.core imports this module (its public plugins module)
+    from determined.core._distributed_env import PORT_ENV, RESERVED_PORT_ENV
+
+    if env.get(PORT_ENV):
+        return
+    (port,) = reserve_ports(1)
+    env[PORT_ENV] = str(port)
+    if hasattr(socket, "SO_REUSEPORT"):  # else reserve_ports only picked a free port
+        env[RESERVED_PORT_ENV] = str(port)
+
+
 def exit_code(returncode: int) -> int:
     """A shell-style exit status: a child killed by signal N becomes 128 + N."""
     return 128 - returncode if returncode < 0 else returncode

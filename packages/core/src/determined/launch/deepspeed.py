@@ -31,8 +31,6 @@ from collections.abc import Sequence
 
 import determined as det
 from determined.core._collective import KEY_ENV
-from determined.core._distributed import PORT_ENV
-from determined.core._distributed_env import RESERVED_PORT_ENV
 from determined.launch import _util
 
 DEFAULT_MASTER_PORT = 29500
@@ -114,9 +112,7 @@ def create_launch_cmd(
     if len(hosts) == 1:
         # torch's store (rank 0 binds it) cannot bind a reserved port: it sets no SO_REUSEPORT
         (master_port,) = _util.free_ports(1)
-        if not env.get(PORT_ENV):
-            (collective_port,) = _util.reserve_ports(1)
-            env[PORT_ENV] = env[RESERVED_PORT_ENV] = str(collective_port)
+        _util.reserve_collective_port(env)
         # Every rank is a child of this process: a fresh key keeps other local users out.
         env.setdefault(KEY_ENV, secrets.token_hex(16))
         visible = env.get("CUDA_VISIBLE_DEVICES", "").strip()

@@ -25,7 +25,6 @@ from collections.abc import Sequence
 
 import determined as det
 from determined.core._collective import KEY_ENV
-from determined.core._distributed import PORT_ENV
 from determined.launch import _util
 
 DEFAULT_PORT = 29400
@@ -100,10 +99,12 @@ def create_local_workers(
     count: int, script: Sequence[str], env: dict[str, str]
 ) -> list[tuple[list[str], dict[str, str]]]:
     """``(command, environment)`` of each of ``count`` workers on this machine (free ports)."""
-    ports = _util.free_ports(count + 1)
+    # TF's gRPC servers bind the worker ports themselves (they cannot bind a reserved port);
+    # det's collective port is held reserved as the other launchers do
+    ports = _util.free_ports(count)
     env["DET_CHIEF_IP"] = "127.0.0.1"
     env["DET_USE_TF_CONFIG"] = "1"
-    env.setdefault(PORT_ENV, str(ports[-1]))
+    _util.reserve_collective_port(env)
     env.setdefault(KEY_ENV, secrets.token_hex(16))  # every worker is our child
     cluster = {"worker": [f"127.0.0.1:{port}" for port in ports[:count]]}
     workers = []

@@ -28,8 +28,6 @@ from collections.abc import Sequence
 
 import determined as det
 from determined.core._collective import KEY_ENV
-from determined.core._distributed import PORT_ENV
-from determined.core._distributed_env import RESERVED_PORT_ENV
 from determined.launch import _util
 
 C10D_PORT = 29400
@@ -79,9 +77,7 @@ def create_launch_cmd(
     env["USE_TORCH_DISTRIBUTED"] = "1"
     env["DET_CHIEF_IP"] = chief_ip
     if single_node:
-        if not env.get(PORT_ENV):
-            (port,) = _util.reserve_ports(1)
-            env[PORT_ENV] = env[RESERVED_PORT_ENV] = str(port)
+        _util.reserve_collective_port(env)
         # Every rank is a child of this process: a fresh key keeps other local users out.
         env.setdefault(KEY_ENV, secrets.token_hex(16))
     return [

@@ -193,7 +193,8 @@ def _experiment_context(request: Request, p: Principal, experiment_id: int) -> d
     with master_of(request).db.read() as session:
         exp, owner = _queries.get_experiment(session, experiment_id, visible)
         stats = _trial_pages.trial_stats(session, exp)
-        page = min(asked, _trial_pages.pages(stats.count))  # the last one, if asked beyond it
+        pages = _trial_pages.pages(stats.count)
+        page = min(asked, pages)  # the last one, if asked beyond it
         trials = _trial_pages.page_rows(session, exp, page)
         where = _workspace_queries.location_of(session, exp.project_id)
     metric, smaller = _queries.searcher_of(exp.config)
@@ -209,7 +210,7 @@ def _experiment_context(request: Request, p: Principal, experiment_id: int) -> d
         "trials": trials,
         "trial_count": stats.count,
         "trials_page": page,
-        "trials_pages": _trial_pages.pages(stats.count),
+        "trials_pages": pages,
         "trials_offset": (page - 1) * _trial_pages.TRIALS_PER_PAGE,
         "metric": metric,
         "smaller": smaller,
