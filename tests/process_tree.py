@@ -15,26 +15,31 @@ def process_parents() -> dict[int, int]:
     return parents_of(int(entry) for entry in os.listdir("/proc") if entry.isdigit())
 
 
+def _stat(pid: int) -> list[str]:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state, parent pid, ...), read
+    after its closing parenthesis: a name may hold spaces; empty when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []
+
+
 def parents_of(pids: Iterable[int]) -> dict[int, int]:
     """pid -> parent pid of those of ``pids`` that exist."""
     parents = {}
     for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                parents[pid] = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
+        fields = _stat(pid)
+        if len(fields) > 1 and fields[1].isdigit():
+            parents[pid] = int(fields[1])
     return parents
 
 
 def alive(pid: int) -> bool:
     """Whether process ``pid`` exists and has not ended (a zombie, ended but not yet reaped by its
     parent, counts as ended)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
+    fields = _stat(pid)
+    return bool(fields) and fields[0] != "Z"
 
 
 def kill_if_still_children(pids: Iterable[int], parents: dict[int, int]) -> list[int]:
