@@ -116,7 +116,7 @@ def _both(pairs: list[tuple[Any, Any]], monkeypatch: pytest.MonkeyPatch) -> tupl
     """The outcome with the column-wise path, and with every report parsed alone."""
     columns = _outcome(copy.deepcopy(pairs))
     with monkeypatch.context() as patch:
-        patch.setattr(_metric_reports, "_parse_plain", lambda pairs: None)
+        patch.setattr(_metric_reports, "_parse_plain", lambda pairs, now: None)
         alone = _outcome(copy.deepcopy(pairs))
     return columns, alone
 

@@ -187,17 +187,21 @@ LARGE_BODY_BYTES = 256 * 1024
 async def json_body(request: Request) -> dict[str, Any]:
     """The request body as a JSON object ({} when empty); 400 for malformed JSON."""
     raw = await request.body()
+    if len(raw) > LARGE_BODY_BYTES:
+        # Parsing megabytes takes a while: off the event loop, so other requests go on.
+        from starlette.concurrency import run_in_threadpool
+
+        return await run_in_threadpool(json_object, raw)
+    return json_object(raw)
+
+
+def json_object(raw: bytes) -> dict[str, Any]:
+    """``raw`` decoded as a JSON object ({} when empty); a 400 for malformed JSON or another
+    value."""
     if not raw.strip():
         return {}
     try:
-        if len(raw) > LARGE_BODY_BYTES:
-            # Parsing megabytes takes a while: off the event loop, so other requests go on.
-            from starlette.concurrency import run_in_threadpool
-
-            request.state.large_body = True
-            body = await run_in_threadpool(loads, raw)
-        else:
-            body = loads(raw)
+        body = loads(raw)
     except (ValueError, UnicodeDecodeError) as e:
         raise APIError(400, f"malformed JSON body: {e}") from None
     if not isinstance(body, dict):

@@ -1,8 +1,9 @@
 """Metric report bodies (upstream's ``TrialMetrics``) parsed into :class:`MetricReport` values.
 
-Parsing happens on the request's thread, before a report reaches the metrics writer: the single
-writer thread only checks run ids against the database and stores. Every error is a 400 naming the
-field (``reports[3].metrics.stepsCompleted: must be an integer``).
+The API edge owns the format; the metrics writer's thread runs these parsers on a request's body
+just before the transaction that stores it (``_metrics_writer.Deferred`` says why). Every error is
+a 400 naming the field (``reports[3].metrics.stepsCompleted: must be an integer``), for that
+request alone.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from operator import itemgetter
 from typing import Any
 
 from determined.master import _wire
+from determined.master._api._deps import json_object
 from determined.master._core._metrics import MetricReport
 from determined.master.db import utcnow
 
@@ -149,18 +151,21 @@ def parse_report(
     )
 
 
-def parse_reports(pairs: list[tuple[Any, Any]]) -> list[MetricReport]:
+def parse_reports(
+    pairs: list[tuple[Any, Any]], now: datetime.datetime | None = None
+) -> list[MetricReport]:
     """``(group, body)`` pairs of one request; a single report's fields are named ``metrics.*``,
-    those of a batch ``reports[i].metrics.*``. Reports without a time get the request's."""
+    those of a batch ``reports[i].metrics.*``. Reports without a time get the request's, ``now``
+    (default: the present)."""
+    now = now or utcnow()
     if len(pairs) > 1:
-        plain = _parse_plain(pairs)
+        plain = _parse_plain(pairs, now)
         if plain is not None:
             return plain
     for index, (group, body) in enumerate(pairs):
         if not isinstance(body, dict):
             raise _wire.bad_request(f"reports[{index}].metrics: must be an object")
         check_group(group)
-    now = utcnow()
     if len(pairs) == 1:
         return [parse_report(pairs[0][0], pairs[0][1], now=now)]
     try:
@@ -173,7 +178,18 @@ def parse_reports(pairs: list[tuple[Any, Any]]) -> list[MetricReport]:
         ]
 
 
-def _parse_plain(pairs: list[tuple[Any, Any]]) -> list[MetricReport] | None:
+def parse_batch(raw: bytes, now: datetime.datetime) -> list[MetricReport]:
+    """The reports of det's batch body, ``{reports: [{group, metrics}, ...]}`` (``raw``), each
+    without a time given ``now``."""
+    reports = json_object(raw).get("reports")
+    if not isinstance(reports, list) or not all(isinstance(r, dict) for r in reports):
+        raise _wire.bad_request("reports: must be a list of {group, metrics} objects")
+    pairs = [(_wire.get(r, "group") or "training", _wire.get(r, "metrics")) for r in reports]
+    reports.clear()  # the {group, metrics} wrappers: garbage from here
+    return parse_reports(pairs, now)
+
+
+def _parse_plain(pairs: list[tuple[Any, Any]], now: datetime.datetime) -> list[MetricReport] | None:
     """A batch of plain reports parsed field by field over all reports at once (builtins over
     columns, not :func:`parse_report`'s checks per report): the shape det's and upstream's
     clients send, ``{trialRunId, stepsCompleted, metrics: {avgMetrics}}`` with integer ids and
@@ -220,7 +236,6 @@ def _parse_plain(pairs: list[tuple[Any, Any]]) -> list[MetricReport] | None:
     for key in ("reportTime", "report_time"):  # reports with their own times: one by one
         if list(map(dict.get, bodies, repeat(key))).count(None) != len(bodies):
             return None
-    now = utcnow()
     return list(map(MetricReport, groups, run_ids, steps, avgs, repeat(_NO_BATCH), repeat(now)))
 
 

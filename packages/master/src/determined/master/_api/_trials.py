@@ -23,8 +23,9 @@ from determined.master._api._deps import (
     trial_records_of,
 )
 from determined.master._api._json_route import api_router
-from determined.master._api._metric_reports import parse_reports
+from determined.master._api._metric_reports import parse_batch, parse_reports
 from determined.master._api._metric_stream import reply
+from determined.master._core._metrics_writer import Deferred
 from determined.master._wire import (
     TERMINAL_STATES,
     APIError,
@@ -33,7 +34,7 @@ from determined.master._wire import (
     to_float,
     ts,
 )
-from determined.master.db import Checkpoint, Experiment, Metric, Run
+from determined.master.db import Checkpoint, Experiment, Metric, Run, utcnow
 
 router = api_router(tags=["Trials"])
 
@@ -79,20 +80,12 @@ async def _report_many(
 ) -> dict[str, Any]:
     """Store reports (committed before we answer); validation metrics reach the searcher in order.
 
-    The bodies are parsed here, on the request's thread; ``async`` with no thread hop: the
-    group-commit writer resolves the request's future. Once parsed, ``reports`` is emptied: the
-    raw bodies would otherwise live (several tracked dicts per report) until the commit, and under
-    load the collector's young generations then hold every queued batch and scan it again at each
-    collection (pauses of 50-150 ms, measured; benchmarks/RESULTS.md).
-    """
-    if getattr(request.state, "large_body", False):
-        from starlette.concurrency import run_in_threadpool
-
-        parsed = await run_in_threadpool(parse_reports, reports)  # a big batch: off the loop
-    else:
-        parsed = parse_reports(reports)
-    reports.clear()
-    await metrics_writer_of(request).write_async(trial_id, parsed)
+    ``async`` with no thread hop: the group-commit writer parses the reports on its thread just
+    before their transaction (:class:`Deferred`: why) and resolves the request's future."""
+    now = utcnow()  # a report without a time gets its request's arrival
+    await metrics_writer_of(request).write_async(
+        trial_id, Deferred(len(reports), lambda: parse_reports(reports, now))
+    )
     return {}
 
 
@@ -116,16 +109,19 @@ async def report_metrics(
 async def report_metrics_batch(
     request: Request,
     trial_id: int,
-    body: dict[str, Any] = Depends(json_body),
     p: Principal = Depends(authenticate),
 ) -> dict[str, Any]:
-    """det's batch form: ``{reports: [{group, metrics}, ...]}`` stored in one transaction."""
-    reports = body.get("reports")
-    if not isinstance(reports, list) or not all(isinstance(r, dict) for r in reports):
-        raise APIError(400, "reports: must be a list of {group, metrics} objects")
-    pairs = [(get(r, "group") or "training", get(r, "metrics")) for r in reports]
-    reports.clear()  # the {group, metrics} wrappers: garbage from here (see _report_many)
-    return await _report_many(request, trial_id, pairs)
+    """det's batch form: ``{reports: [{group, metrics}, ...]}`` stored in one transaction.
+
+    The body waits for the metrics writer as it came (bytes), and is decoded and parsed by the
+    writer just before its transaction (:class:`Deferred`: why)."""
+    raw = await request.body()
+    now = utcnow()
+    size = raw.count(b'"trialRunId"') + raw.count(b'"trial_run_id"')  # one per report
+    await metrics_writer_of(request).write_async(
+        trial_id, Deferred(size, lambda: parse_batch(raw, now))
+    )
+    return {}
 
 
 @router.post(

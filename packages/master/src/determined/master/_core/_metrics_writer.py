@@ -7,9 +7,11 @@ hundred trials reporting at once cost one commit instead of a hundred turns at t
 A request whose reports are invalid fails alone with its own 4xx. On PostgreSQL several such writers
 (lanes, each serving a share of the trials) overlap their transactions; see :class:`MetricsWriter`.
 
-The writer knows nothing of the master around it: it gets reports already parsed at the API edge,
-a callable that opens the lifecycle transaction, and a callback that hears each trial's stored
-validation reports (the experiments service feeds them to the searcher in the same transaction).
+The writer knows nothing of the master around it: it gets reports parsed at the API edge, or the
+API edge's parser of a request's body (:class:`Deferred`, run by the writer thread just before the
+transaction), a callable that opens the lifecycle transaction, and a callback that hears each trial's
+stored validation reports (the experiments service feeds them to the searcher in the same
+transaction).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
@@ -51,16 +53,49 @@ reporting now and then is acknowledged within about one commit even while a hund
 stream batches of hundreds. On PostgreSQL it may take the express lane (:class:`MetricsWriter`)."""
 
 
-class _Pending:
-    __slots__ = ("done", "error", "future", "loop", "reports", "trial_id")
+class Deferred(NamedTuple):
+    """A request's reports, parsed by the writer thread right before their transaction.
 
-    def __init__(self, trial_id: int, reports: list[MetricReport]) -> None:
+    A hundred trials streaming batches keep about a hundred requests waiting for the writer. Parsed
+    on arrival, each held its reports' objects for the half second it waited, spread through
+    memory: the request thread's parsing cost 1.5 times as much as when each batch's objects were
+    freed at once (benchmarks/RESULTS.md). Waiting as the request's body (one ``bytes``), and
+    parsed where they are stored, the objects are made, used and freed while they are in the
+    CPU's caches. ``parse`` raises :class:`APIError` for a bad body: that request alone fails."""
+
+    size: int
+    """The number of reports (an estimate is fine: it sizes transactions, nothing else)."""
+    parse: Callable[[], list[MetricReport]]
+
+
+class _Pending:
+    __slots__ = ("done", "error", "future", "loop", "parse", "reports", "size", "trial_id")
+
+    def __init__(self, trial_id: int, reports: list[MetricReport] | Deferred) -> None:
         self.trial_id = trial_id
-        self.reports = reports
+        if isinstance(reports, Deferred):
+            self.size = max(1, reports.size)
+            self.parse: Callable[[], list[MetricReport]] | None = reports.parse
+            self.reports: list[MetricReport] = []
+        else:
+            self.size = len(reports)
+            self.parse = None
+            self.reports = reports
         self.done = threading.Event()
         self.error: BaseException | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.future: asyncio.Future[None] | None = None
+
+    def ready(self) -> bool:
+        """Parse a deferred request's reports; False (its error set) when they are refused."""
+        parse, self.parse = self.parse, None
+        if parse is not None:
+            try:
+                self.reports = parse()
+            except Exception as exc:
+                self.error = exc if isinstance(exc, APIError) else _internal(exc)
+                return False
+        return True
 
     def finish(self) -> None:
         if self.loop is not None and self.future is not None:
@@ -147,7 +182,7 @@ class _Lane:
             if self._closed:
                 raise APIError(503, "the master is shutting down")
             self.queue.append(item)
-            self.load += len(item.reports)
+            self.load += item.size
             self._wake.notify()
 
     def close(self) -> None:
@@ -173,7 +208,7 @@ class _Lane:
             while not self.queue and not self._closed:
                 self._wake.wait()
             queue = self.queue
-            if len(queue) <= 1 or sum(len(item.reports) for item in queue) <= self._max_reports:
+            if len(queue) <= 1 or sum(item.size for item in queue) <= self._max_reports:
                 batch = list(queue)
                 queue.clear()
                 self._small_round = False
@@ -184,7 +219,7 @@ class _Lane:
             waiting: collections.deque[_Pending] = collections.deque()
             held: set[int] = set()
             for item in queue:
-                size = len(item.reports)
+                size = item.size
                 if item.trial_id not in held and (
                     size <= SMALL_REQUEST
                     if small_only
@@ -204,19 +239,21 @@ class _Lane:
             batch = self._take()
             if not batch:
                 return  # closed and drained
+            ready = [item for item in batch if item.ready()]
             try:
-                self._store(batch)
+                if ready:
+                    self._store(ready)
             except Exception:
                 # Something failed for the whole transaction: store each request alone so only the
                 # culprit fails.
-                for item in batch:
+                for item in ready:
                     if item.error is None:
                         try:
                             self._store([item])
                         except Exception as exc:
                             item.error = exc if isinstance(exc, APIError) else _internal(exc)
             with self._wake:
-                self.load -= sum(len(item.reports) for item in batch)
+                self.load -= sum(item.size for item in batch)
             for item in batch:
                 self._on_done(item)
                 item.finish()
@@ -277,7 +314,7 @@ class MetricsWriter:
         """Requests waiting for a transaction (not those of the transactions in progress)."""
         return sum(len(lane.queue) for lane in self._all_lanes())
 
-    def write(self, trial_id: int, reports: list[MetricReport]) -> None:
+    def write(self, trial_id: int, reports: list[MetricReport] | Deferred) -> None:
         """Store ``reports`` of one trial; returns once committed."""
         item = _Pending(trial_id, reports)
         self._put(item)
@@ -285,7 +322,7 @@ class MetricsWriter:
         if item.error is not None:
             raise item.error
 
-    async def write_async(self, trial_id: int, reports: list[MetricReport]) -> None:
+    async def write_async(self, trial_id: int, reports: list[MetricReport] | Deferred) -> None:
         """:meth:`write` for ``async`` routes: waits on the event loop instead of a thread."""
         item = _Pending(trial_id, reports)
         item.loop = asyncio.get_running_loop()
@@ -311,7 +348,7 @@ class MetricsWriter:
         with self._routing:
             lane, count = self._outstanding.get(item.trial_id, (None, 0))
             if lane is None:
-                if len(item.reports) > SMALL_REQUEST:
+                if item.size > SMALL_REQUEST:
                     lane = self._lanes[item.trial_id % len(self._lanes)]
                 else:
                     lane = min(self._all_lanes(), key=_load)
@@ -486,7 +523,7 @@ def _small_ahead(queue: collections.deque[_Pending]) -> bool:
     """Whether a small request waits that no large request of its trial precedes."""
     large: set[int] = set()
     for item in queue:
-        if len(item.reports) > SMALL_REQUEST:
+        if item.size > SMALL_REQUEST:
             large.add(item.trial_id)
         elif item.trial_id not in large:
             return True
