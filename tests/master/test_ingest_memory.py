@@ -16,9 +16,9 @@ from typing import Any
 
 import orjson
 import requests
-from sqlalchemy import select
 from master.conftest import wait_for
 from master.test_metric_tiles import _unmanaged_trial
+from sqlalchemy import select
 
 from determined.client import Client
 from determined.client._client import metrics_body
@@ -129,7 +129,9 @@ def test_a_bad_batch_parsed_by_the_writer_fails_alone_naming_its_field(sqlite_ma
         thread.join(timeout=60)
     assert [answers[i].status_code for i in range(4)] == [200, 400, 400, 200]
     assert "malformed JSON body" in answers[1].json()["error"]["error"], answers[1].text
-    assert "reports[1].metrics.stepsCompleted" in answers[2].json()["error"]["error"], answers[2].text
+    assert "reports[1].metrics.stepsCompleted" in answers[2].json()["error"]["error"], answers[
+        2
+    ].text
     with sqlite_master.db.read() as s:
         steps = s.scalars(select(Metric.total_batches).where(Metric.trial_id == trial_id)).all()
     assert sorted(steps) == [*range(1, 201), *range(204, 404)]
