@@ -1,6 +1,8 @@
 """``launch._util.reserve_ports``: a launcher holds its job's collective port until it exits, so
 no other process can take it between the launch and the rank binding it, while det's collective
-hub (told the port is reserved) binds beside the hold and accepts connections on it."""
+hub (told the port is reserved) binds beside the hold and accepts connections on it. Ports held for
+servers det does not write (``reserve_server_ports``: torch's store, gRPC) are bound beside the
+same way by those servers."""
 
 from __future__ import annotations
 
@@ -71,3 +73,27 @@ def test_the_hub_listens_on_a_reserved_port_and_gets_the_connections() -> None:
         client.close()
     finally:
         listener.close()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's SO_REUSEADDR rule")
+@pytest.mark.parametrize("libuv", [True, False], ids=["libuv store", "classic store"])
+def test_a_server_port_is_refused_to_plain_binds_and_taken_by_torchs_store(libuv: bool) -> None:
+    """DeepSpeed's ``MASTER_PORT`` and TensorFlow's worker ports: held with ``SO_REUSEADDR``,
+    which torch's TCPStore (rank 0 binds it) and gRPC servers set too."""
+    import datetime
+
+    import torch.distributed as dist
+
+    from determined.launch import _util
+
+    (port,) = _util.reserve_server_ports(1)
+    with pytest.raises(OSError) as plain:
+        _bind(port)
+    assert plain.value.errno == errno.EADDRINUSE
+    timeout = datetime.timedelta(seconds=60)
+    server = dist.TCPStore(
+        "127.0.0.1", port, 2, True, timeout=timeout, use_libuv=libuv, wait_for_workers=False
+    )
+    client = dist.TCPStore("127.0.0.1", port, 2, False, timeout=timeout)
+    server.set("rank0", "here")
+    assert client.get("rank0") == b"here"

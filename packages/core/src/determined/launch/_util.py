@@ -29,11 +29,12 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 
 
 _RESERVED: list[socket.socket] = []
-"""The sockets holding this process's :func:`reserve_ports` (closed when it exits)."""
+"""The sockets holding this process's reserved ports (closed when it exits)."""
 
 
 def reserve_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """``count`` distinct TCP ports on ``host``, held for the rest of this process's life.
+    """``count`` distinct TCP ports on ``host``, held for the rest of this process's life, for det's
+    collective hub.
 
     A port from :func:`free_ports` is free only until another process takes it: a launcher that
     passes one to a rank that binds it seconds later (after importing torch) can lose it to any
@@ -44,11 +45,29 @@ def reserve_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     missing this falls back to :func:`free_ports`."""
     if not hasattr(socket, "SO_REUSEPORT"):
         return free_ports(count, host)
+    return _hold(count, host, socket.SO_REUSEPORT)
+
+
+def reserve_server_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct TCP ports on ``host`` held as :func:`reserve_ports` holds them, for
+    servers det does not write that set ``SO_REUSEADDR`` themselves: torch's TCPStore (rank 0's
+    ``MASTER_PORT``, both its backends) and TensorFlow's gRPC servers.
+
+    The ports stay bound here with ``SO_REUSEADDR``, never listening. On Linux such a server binds
+    and listens beside the hold; a bind without the option is refused, and neither binds to port 0
+    nor outgoing connections are given a bound port (tests/core/test_reserved_ports.py). Elsewhere
+    the rule differs, and this falls back to :func:`free_ports`."""
+    if not sys.platform.startswith("linux"):
+        return free_ports(count, host)
+    return _hold(count, host, socket.SO_REUSEADDR)
+
+
+def _hold(count: int, host: str, option: int) -> list[int]:
     held = []
     try:
         for _ in range(count):
             sock = socket.socket()
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.setsockopt(socket.SOL_SOCKET, option, 1)
             sock.bind((host, 0))
             held.append(sock)
     except OSError:

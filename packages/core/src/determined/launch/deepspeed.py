@@ -8,7 +8,9 @@ legacy Trial class (``python -m determined.launch.trial``) instead of a script. 
 
 - One container: ``--num_gpus`` is the container's slot count (DeepSpeed assigns GPUs from
   ``CUDA_VISIBLE_DEVICES`` itself when it is set), the rendezvous and det's collective ports are
-  free ports chosen at start, so concurrent trials on one machine do not collide.
+  ports this launcher holds reserved until the job ends (``_util.reserve_server_ports`` and
+  ``reserve_ports``), so concurrent trials on one machine do not collide and nothing else on the
+  machine takes them before the ranks bind them.
 - Several containers: a hostfile (``host slots=N`` per container) and ``--no_ssh --node_rank``:
   every container starts its own node's processes, so no sshd/pdsh is needed (upstream ran sshd in
   every container). The rendezvous port is 29500 (``DET_DEEPSPEED_MASTER_PORT`` overrides it).
@@ -110,8 +112,7 @@ def create_launch_cmd(
     env["DET_CHIEF_IP"] = chief_ip
     cmd = [sys.executable, "-m", "deepspeed.launcher.runner"]
     if len(hosts) == 1:
-        # torch's store (rank 0 binds it) cannot bind a reserved port: it sets no SO_REUSEPORT
-        (master_port,) = _util.free_ports(1)
+        (master_port,) = _util.reserve_server_ports(1)  # rank 0's torch store binds it
         _util.reserve_collective_port(env)
         # Every rank is a child of this process: a fresh key keeps other local users out.
         env.setdefault(KEY_ENV, secrets.token_hex(16))

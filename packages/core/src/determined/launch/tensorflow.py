@@ -6,8 +6,8 @@ so ``core.init()`` builds its DistributedContext from it, and prefixes output wi
 (``wrap_rank``). ``DET_CHIEF_IP`` is always set. The exit status of SCRIPT is propagated.
 
 One container with several CPU slots (det's local resource manager; no GPU) starts one worker per
-slot on this machine, each with its own free port in ``TF_CONFIG``, so MultiWorkerMirroredStrategy
-trains on CPU slots too. If one worker fails, the others are stopped and its status is returned.
+slot on this machine, each with its own port in ``TF_CONFIG`` (held reserved by this launcher until
+the job ends), so MultiWorkerMirroredStrategy trains on CPU slots too. If one worker fails, the others are stopped and its status is returned.
 With GPUs a single process uses them all (``MirroredStrategy``).
 """
 
@@ -98,10 +98,9 @@ def local_worker_count(cluster_info: det.ClusterInfo | None) -> int:
 def create_local_workers(
     count: int, script: Sequence[str], env: dict[str, str]
 ) -> list[tuple[list[str], dict[str, str]]]:
-    """``(command, environment)`` of each of ``count`` workers on this machine (free ports)."""
-    # TF's gRPC servers bind the worker ports themselves (they cannot bind a reserved port);
-    # det's collective port is held reserved as the other launchers do
-    ports = _util.free_ports(count)
+    """``(command, environment)`` of each of ``count`` workers on this machine (their ports, and
+    det's collective port, held reserved by this launcher until the job ends)."""
+    ports = _util.reserve_server_ports(count)  # each worker's gRPC server binds its own
     env["DET_CHIEF_IP"] = "127.0.0.1"
     env["DET_USE_TF_CONFIG"] = "1"
     _util.reserve_collective_port(env)

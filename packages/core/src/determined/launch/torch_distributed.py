@@ -112,7 +112,7 @@ def _rendezvous(
     if forced:
         port = int(forced)
     elif single_node:
-        port = _util.free_ports(1)[0]  # the override's own port wins: it comes later
+        port = _util.reserve_server_ports(1)[0]  # the override's own port wins: it comes later
     else:
         port = C10D_PORT
     return ["--master_addr", "127.0.0.1" if single_node else chief_ip, "--master_port", str(port)]
