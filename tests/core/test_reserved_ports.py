@@ -97,3 +97,30 @@ def test_a_server_port_is_refused_to_plain_binds_and_taken_by_torchs_store(libuv
     client = dist.TCPStore("127.0.0.1", port, 2, False, timeout=timeout)
     server.set("rank0", "here")
     assert client.get("rank0") == b"here"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's SO_REUSEADDR rule")
+def test_a_multi_node_jobs_rendezvous_ports_are_held_until_released() -> None:
+    """``plugins.hold_rendezvous_ports`` (Ray's node agents): torchrun's c10d store and det's hub
+    bind beside the holds on every interface, plain binds are refused, and the release frees
+    both."""
+    import datetime
+
+    import torch.distributed as dist
+
+    from determined.core import plugins
+
+    hold = plugins.hold_rendezvous_ports()
+    c10d, collective = int(hold.env["DET_C10D_PORT"]), int(hold.env["DET_COLLECTIVE_PORT"])
+    assert hold.env["DET_COLLECTIVE_PORT_RESERVED"] == str(collective)
+    for port in (c10d, collective):
+        with pytest.raises(OSError) as plain:
+            _bind(port)
+        assert plain.value.errno == errno.EADDRINUSE
+    store = dist.TCPStore("127.0.0.1", c10d, 1, True, timeout=datetime.timedelta(seconds=60))
+    store.set("ready", "1")
+    hub = _collective.listen(("", collective), reserved=True)
+    hub.close()
+    del store
+    hold.release()
+    _bind(collective).close()

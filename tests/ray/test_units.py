@@ -368,3 +368,32 @@ def test_the_leader_is_reaped_only_after_its_group_was_ended(tmp_path: pathlib.P
         assert f.read().split(")")[-1].split()[0] == "Z"
     assert child.wait(5) == 0
     wait_unreaped(child.pid)  # reaped already: returns at once
+
+
+def test_the_chief_agent_holds_rendezvous_ports_until_the_allocation_is_cleaned_up() -> None:
+    """A multi-node trial's c10d and collective ports stay bound by the chief node's agent (no
+    other process on the node is given them before the ranks bind them) until its cleanup."""
+    import errno
+    import socket
+
+    from determined.master.rm.ray._node import NodeAgent
+
+    agent = NodeAgent()
+    env = agent.hold_rendezvous_ports("alloc-1")
+    ports = [int(env["DET_C10D_PORT"]), int(env["DET_COLLECTIVE_PORT"])]
+    assert env["DET_COLLECTIVE_PORT_RESERVED"] == env["DET_COLLECTIVE_PORT"]
+
+    def plain_bind(port: int) -> None:
+        with socket.socket() as sock:
+            sock.bind(("", port))
+
+    for port in ports:
+        with pytest.raises(OSError) as taken:
+            plain_bind(port)
+        assert taken.value.errno == errno.EADDRINUSE
+    agent.cleanup("other-allocation")
+    with pytest.raises(OSError):
+        plain_bind(ports[0])
+    agent.cleanup("alloc-1")
+    for port in ports:
+        plain_bind(port)

@@ -302,3 +302,24 @@ def test_transient_errors_are_told_apart() -> None:
     assert is_transient(SlurmError("sbatch exited 1: Unable to contact slurm controller"))
     assert not is_transient(SlurmError("sbatch exited 1: invalid partition specified: gpu"))
     assert not is_transient(SlurmError("sbatch exited 255: unrecognized option '--nope'"))
+
+
+def test_the_chief_node_holds_its_rendezvous_ports_while_it_runs() -> None:
+    """The job module (standard library only) holds the chief's c10d and collective ports bound
+    for its process's life, the collective one marked for det's hub, so nothing else on the node
+    takes them before the ranks bind them."""
+    import errno
+    import socket
+
+    from determined.master.rm.slurm import _job
+
+    env = _job.hold_rendezvous_ports()
+    try:
+        assert env[_job.RESERVED_PORT_ENV] == env[_job.COLLECTIVE_PORT_ENV]
+        for name in (_job.C10D_PORT_ENV, _job.COLLECTIVE_PORT_ENV):
+            with socket.socket() as sock, pytest.raises(OSError) as taken:
+                sock.bind(("", int(env[name])))
+            assert taken.value.errno == errno.EADDRINUSE
+    finally:
+        while _job._HELD:
+            _job._HELD.pop().close()

@@ -39,6 +39,9 @@ Helpers plugins share with det-core:
 - :func:`lazy_exports` gives a package ``__init__`` a PEP 562 ``__getattr__``/``__dir__`` pair, so
   importing the package (which plugin discovery does) loads no framework.
 - :func:`free_ports` finds free TCP ports, e.g. for a launcher's rendezvous.
+- :func:`hold_rendezvous_ports` holds a multi-node job's rendezvous ports on its chief's node
+  (a :class:`PortHold`: the variables naming them, released when the job ends), for a resource
+  manager that starts each node's share itself.
 - :func:`parse_max_length` reads a ``searcher`` config's training length (``max_length``, or
   ``max_time`` with ``time_metric``) as ``(length, unit)``.
 """
@@ -57,14 +60,16 @@ from determined.core._hooks import (
 )
 from determined.core._markers import PROJECT_NAME, hookimpl, hookspec
 from determined.core._searcher import parse_max_length
-from determined.launch._util import free_ports
+from determined.launch._util import PortHold, free_ports, hold_rendezvous_ports
 
 __all__ = [
     "PROJECT_NAME",
+    "PortHold",
     "checkpoint_storage",
     "distributed_context",
     "free_ports",
     "get_plugin_manager",
+    "hold_rendezvous_ports",
     "hookimpl",
     "hookspec",
     "lazy_exports",

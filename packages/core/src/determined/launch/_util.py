@@ -43,26 +43,34 @@ def reserve_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     else, while a listener of the same user that also sets ``SO_REUSEPORT`` can still bind it:
     det's collective hub does (:func:`determined.core._collective.listen`). Where the option is
     missing this falls back to :func:`free_ports`."""
-    if not hasattr(socket, "SO_REUSEPORT"):
-        return free_ports(count, host)
-    return _hold(count, host, socket.SO_REUSEPORT)
+    ports, held = _bound(count, host, _HUB_OPTION)
+    _RESERVED.extend(held)
+    return ports
 
 
 def reserve_server_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     """``count`` distinct TCP ports on ``host`` held as :func:`reserve_ports` holds them, for
     servers det does not write that set ``SO_REUSEADDR`` themselves: torch's TCPStore (rank 0's
-    ``MASTER_PORT``, both its backends) and TensorFlow's gRPC servers.
+    ``MASTER_PORT``, torchrun's c10d store; both its backends) and TensorFlow's gRPC servers.
 
     The ports stay bound here with ``SO_REUSEADDR``, never listening. On Linux such a server binds
     and listens beside the hold; a bind without the option is refused, and neither binds to port 0
     nor outgoing connections are given a bound port (tests/core/test_reserved_ports.py). Elsewhere
     the rule differs, and this falls back to :func:`free_ports`."""
-    if not sys.platform.startswith("linux"):
-        return free_ports(count, host)
-    return _hold(count, host, socket.SO_REUSEADDR)
+    ports, held = _bound(count, host, _SERVER_OPTION)
+    _RESERVED.extend(held)
+    return ports
 
 
-def _hold(count: int, host: str, option: int) -> list[int]:
+_HUB_OPTION: int | None = getattr(socket, "SO_REUSEPORT", None)
+_SERVER_OPTION: int | None = socket.SO_REUSEADDR if sys.platform.startswith("linux") else None
+
+
+def _bound(count: int, host: str, option: int | None) -> tuple[list[int], list[socket.socket]]:
+    """``count`` ports and the sockets holding them (bound with ``option``, not listening); with no
+    option, free ports and no sockets."""
+    if option is None:
+        return free_ports(count, host), []
     held = []
     try:
         for _ in range(count):
@@ -74,8 +82,7 @@ def _hold(count: int, host: str, option: int) -> list[int]:
         for sock in held:
             sock.close()
         raise
-    _RESERVED.extend(held)
-    return [sock.getsockname()[1] for sock in held]
+    return [sock.getsockname()[1] for sock in held], held
 
 
 def reserve_collective_port(env: dict[str, str]) -> None:
@@ -87,10 +94,42 @@ def reserve_collective_port(env: dict[str, str]) -> None:
 
     if env.get(PORT_ENV):
         return
-    (port,) = reserve_ports(1)
+    (port,), held = _bound(1, "127.0.0.1", _HUB_OPTION)
+    _RESERVED.extend(held)
     env[PORT_ENV] = str(port)
-    if hasattr(socket, "SO_REUSEPORT"):  # else reserve_ports only picked a free port
+    if held:  # else only a free port was picked
         env[RESERVED_PORT_ENV] = str(port)
+
+
+class PortHold:
+    """Ports bound on this node, never listening, until :meth:`release`; ``env`` names them for
+    the job's processes."""
+
+    def __init__(self, sockets: list[socket.socket], env: dict[str, str]) -> None:
+        self._sockets = sockets
+        self.env = env
+
+    def release(self) -> None:
+        for sock in self._sockets:
+            sock.close()
+        self._sockets = []
+
+
+def hold_rendezvous_ports(host: str = "") -> PortHold:
+    """A multi-node job's rendezvous ports on its chief's node, held until the job ends: torchrun's
+    c10d store port (``DET_C10D_PORT``, as :func:`reserve_server_ports`) and det's collective port
+    (``DET_COLLECTIVE_PORT``, as :func:`reserve_ports`, marked for the chief's hub). For resource
+    managers that start each node's share themselves (Ray's node agents, a Slurm job's nodes): the
+    process that holds them must outlive the job's processes on the chief's node."""
+    from determined.core._distributed_env import PORT_ENV, RESERVED_PORT_ENV
+    from determined.launch.torch_distributed import C10D_PORT_ENV
+
+    (c10d,), c10d_held = _bound(1, host, _SERVER_OPTION)
+    (collective,), collective_held = _bound(1, host, _HUB_OPTION)
+    env = {C10D_PORT_ENV: str(c10d), PORT_ENV: str(collective)}
+    if collective_held:
+        env[RESERVED_PORT_ENV] = str(collective)
+    return PortHold(c10d_held + collective_held, env)
 
 
 def exit_code(returncode: int) -> int:

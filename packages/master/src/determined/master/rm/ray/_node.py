@@ -43,6 +43,7 @@ import time
 import uuid
 from typing import IO, Any
 
+from determined.core.plugins import PortHold, hold_rendezvous_ports
 from determined.master.rm._process import read_lines, wait_unreaped
 
 FLUSH_INTERVAL_S = 0.05
@@ -112,20 +113,6 @@ def pack_directory(path: str | os.PathLike[str]) -> bytes:
     return buffer.getvalue()
 
 
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free on every interface of this node a moment ago."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("", 0))
-            sockets.append(sock)
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
-
-
 def bundle_gpu_ids() -> list[str]:
     """The GPU ids Ray gave the calling task (run once per bundle of a GPU placement group)."""
     import ray
@@ -181,10 +168,6 @@ class NodeRunner:
     def node(self) -> dict[str, Any]:
         """Where this actor runs: ``{"hostname", "pid"}`` (the address comes from Ray)."""
         return {"hostname": socket.gethostname(), "pid": os.getpid()}
-
-    def free_ports(self, count: int) -> list[int]:
-        """Free ports on this node (the chief's rendezvous and collective ports)."""
-        return free_ports(count)
 
     # -- running -------------------------------------------------------------------------------
 
@@ -357,15 +340,20 @@ class NodeAgent:
         self.work_root = work_root
         self._runners: dict[str, NodeRunner] = {}
         self._pending: dict[str, int] = {}
+        self._holds: dict[str, list[PortHold]] = {}
         self._lock = threading.Lock()
 
     def node(self) -> dict[str, Any]:
         """``{"hostname", "pid"}`` of this agent (also a cheap liveness probe)."""
         return {"hostname": socket.gethostname(), "pid": os.getpid()}
 
-    def free_ports(self, count: int) -> list[int]:
-        """Free ports on this node (a multi-node trial's rendezvous and collective ports)."""
-        return free_ports(count)
+    def hold_rendezvous_ports(self, allocation_id: str) -> dict[str, str]:
+        """A multi-node trial's rendezvous and collective ports on this node (its chief's), held
+        until the allocation's :meth:`cleanup`; the variables naming them for every node's ranks."""
+        hold = hold_rendezvous_ports()
+        with self._lock:
+            self._holds.setdefault(allocation_id, []).append(hold)
+        return hold.env
 
     def start(
         self,
@@ -414,13 +402,20 @@ class NodeAgent:
         with self._lock:
             runner = self._runners.pop(allocation_id, None)
             self._pending.pop(allocation_id, None)
+            holds = self._holds.pop(allocation_id, [])
         if runner is not None:
             runner.cleanup()
+        for hold in holds:
+            hold.release()
 
     def shutdown(self) -> None:
         """Kill every allocation's processes on this node (the master is closing)."""
         with self._lock:
             runners = list(self._runners.values())
             self._runners.clear()
+            holds = [hold for held in self._holds.values() for hold in held]
+            self._holds.clear()
         for runner in runners:
             runner.cleanup()
+        for hold in holds:
+            hold.release()

@@ -29,8 +29,6 @@ logger = logging.getLogger("determined.master.rm")
 POLL_S = 5.0
 """Longest a ``poll`` call waits for output inside the actor."""
 CLEANUP_S = 10.0
-C10D_PORT_ENV = "DET_C10D_PORT"
-COLLECTIVE_PORT_ENV = "DET_COLLECTIVE_PORT"
 
 
 @dataclass
@@ -177,11 +175,13 @@ class Runner:
             self.placed.send(pending)
         containers = self.placed.containers
         if len(containers) > 1:
-            # Many nodes: the chief's rendezvous and collective ports, free on the chief's node
-            # (fixed defaults would collide between trials sharing a node).
-            ports = self._get(containers[0], containers[0].actor.free_ports.remote(2))
-            task_env.setdefault(C10D_PORT_ENV, str(ports[0]))
-            task_env.setdefault(COLLECTIVE_PORT_ENV, str(ports[1]))
+            # Many nodes: the chief's rendezvous and collective ports, held on the chief's node by
+            # its agent until the allocation's cleanup (fixed defaults would collide between
+            # trials sharing a node; ports picked free could be taken before the ranks bind them).
+            chief = containers[0].actor
+            ports = self._get(containers[0], chief.hold_rendezvous_ports.remote(aid))
+            for name, value in ports.items():
+                task_env.setdefault(name, value)
         starts = []
         for rank, container in enumerate(containers):
             env = dict(task_env)

@@ -50,6 +50,7 @@ PORTS_WAIT_S = 120.0
 FILE_POLL_S = 0.05
 C10D_PORT_ENV = "DET_C10D_PORT"
 COLLECTIVE_PORT_ENV = "DET_COLLECTIVE_PORT"
+RESERVED_PORT_ENV = "DET_COLLECTIVE_PORT_RESERVED"
 _DROPPED_ENV = ("OMP_NUM_THREADS",)
 
 
@@ -143,18 +144,32 @@ def describe_nodes(env: dict[str, str] | os._Environ[str], cuda: bool) -> dict[s
     }
 
 
-def free_ports(count: int) -> list[int]:
-    """``count`` distinct TCP ports free on this node a moment ago."""
-    sockets = []
-    try:
-        for _ in range(count):
-            sock = socket.socket()
-            sock.bind(("", 0))
-            sockets.append(sock)
-        return [int(sock.getsockname()[1]) for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
+_HELD: list[socket.socket] = []
+"""The sockets holding the chief node's rendezvous ports while its ranks run."""
+
+
+def hold_rendezvous_ports() -> dict[str, str]:
+    """The chief node's c10d and collective ports, held bound (never listening) until this process
+    exits, and the variables naming them: what ``determined.core.plugins.hold_rendezvous_ports``
+    does, written again here because this module runs with the standard library only. torchrun's
+    c10d store binds beside an ``SO_REUSEADDR`` hold; det's hub, told by
+    ``DET_COLLECTIVE_PORT_RESERVED``, beside an ``SO_REUSEPORT`` one; nothing else on the node is
+    given either port meanwhile."""
+    env = {}
+    reuse_port = getattr(socket, "SO_REUSEPORT", None)
+    for name, option in ((C10D_PORT_ENV, socket.SO_REUSEADDR), (COLLECTIVE_PORT_ENV, reuse_port)):
+        sock = socket.socket()
+        if option is not None:
+            sock.setsockopt(socket.SOL_SOCKET, option, 1)
+        sock.bind(("", 0))
+        env[name] = str(sock.getsockname()[1])
+        if option is None:
+            sock.close()  # no way to share it: a port that was free a moment ago
+        else:
+            _HELD.append(sock)
+    if reuse_port is not None:
+        env[RESERVED_PORT_ENV] = env[COLLECTIVE_PORT_ENV]
+    return env
 
 
 def run_batch(job_dir: str) -> int:
@@ -217,8 +232,7 @@ def _ports(job_dir: str, rank: int, multi_node: bool) -> dict[str, str]:
         return {}
     path = os.path.join(job_dir, PORTS_FILE)
     if rank == 0:
-        c10d, collective = free_ports(2)
-        write_json(path, {C10D_PORT_ENV: str(c10d), COLLECTIVE_PORT_ENV: str(collective)})
+        write_json(path, hold_rendezvous_ports())
     elif not wait_for_file(path, PORTS_WAIT_S):
         raise RuntimeError("the chief node did not publish its rendezvous ports")
     return dict(read_json(path))
