@@ -18,17 +18,21 @@ bound by it).
 
 With ``--http-only`` the master acknowledges batches without storing them (``_http_only.py``; the
 probe's single reports are still stored): what the HTTP side (receiving, decoding, parsing) costs
-alone, to set beside a normal run.
+alone, to set beside a normal run. Two more variants for what the chart tiles cost: ``--no-tiles``,
+the writer stores none (``_no_tiles.py``), and ``--tile-process``, a second process builds them
+from the stored rows instead (``_tile_process.py``; ``--tile-pause S`` between its reads); it prints
+how far behind the builder was at the end of the batched phase.
 
     .venv/bin/python benchmarks/bench_metrics_ingest.py [--db sqlite|postgres|both] [--trials 100]
         [--seconds 10] [--batch 500] [--postgres-url postgresql+psycopg://USER:PW@HOST/EMPTY_DB]
-        [--http-only]
+        [--http-only | --no-tiles | --tile-process [--tile-pause S]]
 """
 
 from __future__ import annotations
 
 import argparse
 import http.client
+import os
 import pathlib
 import sys
 import tempfile
@@ -36,6 +40,7 @@ import threading
 import time
 from typing import Any
 
+import _tile_builder
 import orjson
 from _master import create_experiment, start_master_process, wait_for
 from _proc import cpu_seconds, thread_cpu
@@ -52,6 +57,14 @@ tokens = pathlib.Path(trial["hparams"]["tokens_dir"])
 time.sleep(3600)
 """
 """A trial that hands its allocation token to the benchmark (which plays its metrics shipper)."""
+
+_PRELUDES = {"http-only": "_http_only", "no-tiles": "_no_tiles", "tile-process": "_tile_process"}
+_VARIANTS = {
+    "http-only": "batches acknowledged without being stored (benchmarks/_http_only.py)",
+    "no-tiles": "no chart tiles stored (benchmarks/_no_tiles.py)",
+    "tile-process": "chart tiles built by a second process (benchmarks/_tile_process.py)",
+}
+"""Not det as it ships: the targets are not judged for these."""
 
 TARGET_ROWS_PER_S = 100_000
 TARGET_ACK_P99_MS = 100.0
@@ -203,7 +216,10 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
 
         pg_url = postgres_db.postgres_url()
         flags += ["--db", pg_url]
-    master, session = start_master_process(*flags, prelude="_http_only" if args.http_only else None)
+    tile_log = pathlib.Path(tempfile.mkdtemp()) / "tile_builder.log"
+    os.environ[_tile_builder.LOG_ENV] = str(tile_log)
+    os.environ[_tile_builder.PAUSE_ENV] = str(args.tile_pause)
+    master, session = start_master_process(*flags, prelude=_PRELUDES.get(args.variant))
     try:
         context = pathlib.Path(tempfile.mkdtemp())
         tokens_dir = pathlib.Path(tempfile.mkdtemp())
@@ -248,6 +264,11 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
             url, tokens, sources, args.seconds, args.batch, probe
         )
         batched_cpu = _cpu_seconds(master.pid) - cpu
+        if args.variant == "tile-process":
+            built, behind = tile_log.read_text().split("\n")[-2].split()
+            print(
+                f"{db}: tile builder: {int(built):,} rows built, {int(behind):,} behind", flush=True
+            )
         shares = _thread_shares(threads, thread_cpu(master.pid), time.time() - started)
         # The baseline: the same trials go on, one report per request, from where they were.
         single, single_lat, _ = run_load(url, tokens, sources, args.seconds, 1)
@@ -285,21 +306,42 @@ def main() -> int:
         help="an empty database on your own PostgreSQL server (default: a fresh database on the "
         "local server the tests use, dropped afterwards)",
     )
-    parser.add_argument(
+    variant = parser.add_mutually_exclusive_group()
+    variant.add_argument(
         "--http-only",
-        action="store_true",
+        dest="variant",
+        action="store_const",
+        const="http-only",
         help="the master acknowledges batches without storing them (benchmarks/_http_only.py): "
         "what the HTTP side costs alone",
+    )
+    variant.add_argument(
+        "--no-tiles",
+        dest="variant",
+        action="store_const",
+        const="no-tiles",
+        help="the metrics writer stores no chart tiles (benchmarks/_no_tiles.py)",
+    )
+    variant.add_argument(
+        "--tile-process",
+        dest="variant",
+        action="store_const",
+        const="tile-process",
+        help="a second process builds the chart tiles (benchmarks/_tile_process.py)",
+    )
+    parser.add_argument(
+        "--tile-pause",
+        type=float,
+        default=0.0,
+        help="seconds the tile builder sleeps between reads",
     )
     args = parser.parse_args()
     dbs = ["sqlite", "postgres"] if args.db == "both" else [args.db]
     results = [bench(db, args) for db in dbs]
 
     print(f"{args.trials} reporting trials, {args.seconds:g} s each mode, batches of {args.batch}")
-    if args.http_only:
-        print(
-            "HTTP SIDE ONLY: batches acknowledged without being stored (benchmarks/_http_only.py)"
-        )
+    if args.variant is not None:
+        print(f"VARIANT {args.variant}: {_VARIANTS[args.variant]}")
     print(
         "| db | det batches rows/s | master CPU ms per 1k rows | master's busiest threads, cores "
         "| batch request p50 / p99 ms | single report ack p50 / p99 ms"
@@ -315,7 +357,7 @@ def main() -> int:
             f"{r['single_p50']:.0f} / {r['single_p99']:.0f} | "
             f"{r['batched'] / max(r['single'], 1):.0f}x |"
         )
-    for r in [] if args.http_only else results:
+    for r in [] if args.variant is not None else results:
         rows_ok = r["batched"] >= TARGET_ROWS_PER_S
         ack_ok = r["probe_p99"] <= TARGET_ACK_P99_MS
         print(
