@@ -274,9 +274,12 @@ def test_paused_after_a_checkpoint_and_activated_continues_there(
     config["max_restarts"] = 0
     experiment = api.create_experiment(config, context)
     trial_id = api.wait_for(lambda: (api.trials(experiment) or [{}])[0].get("id"), what="a trial")
-    api.wait_for(
-        lambda: any("holding at batch 4" in line for line in api.logs(trial_id)), 240, "a hold"
-    )
+    try:
+        api.wait_for(
+            lambda: any("holding at batch 4" in line for line in api.logs(trial_id)), 240, "a hold"
+        )
+    except TimeoutError as timeout:
+        raise AssertionError(f"{timeout}\n{api.debug(experiment)}") from None
     api.post(f"/api/v1/experiments/{experiment}/pause")
     api.wait_experiment(experiment, {"STATE_PAUSED"}, timeout=120)
     (out / "release").touch()
