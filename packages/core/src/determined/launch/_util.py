@@ -54,9 +54,10 @@ def reserve_server_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     ``MASTER_PORT``, torchrun's c10d store; both its backends) and TensorFlow's gRPC servers.
 
     The ports stay bound here with ``SO_REUSEADDR``, never listening. On Linux such a server binds
-    and listens beside the hold; a bind without the option is refused, and neither binds to port 0
-    nor outgoing connections are given a bound port (tests/core/test_reserved_ports.py). Elsewhere
-    the rule differs, and this falls back to :func:`free_ports`."""
+    and listens beside the hold, and a bind without the option is refused (both checked by
+    tests/core/test_reserved_ports.py); Linux's port selection skips bound ports for binds to port
+    0 and outgoing connections. Elsewhere the rule differs, and this falls back to
+    :func:`free_ports`."""
     ports, held = _bound(count, host, _SERVER_OPTION)
     _RESERVED.extend(held)
     return ports
