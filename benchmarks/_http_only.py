@@ -15,15 +15,10 @@ _store = _metrics_writer.MetricsWriter.write_async
 
 
 async def _write_async(self: Any, trial_id: int, reports: Any) -> None:
-    if isinstance(reports, _metrics_writer.Deferred):
-        if reports.size <= _metrics_writer.SMALL_REQUEST:
-            await _store(self, trial_id, reports)
-        else:
-            reports.parse()  # what the writer thread would do before storing them
-        return
-    if len(reports) > _metrics_writer.SMALL_REQUEST:
-        return
-    await _store(self, trial_id, reports)
+    if reports.size <= _metrics_writer.SMALL_REQUEST:
+        await _store(self, trial_id, reports)
+    else:
+        reports.parse()  # what the writer thread would do before storing them
 
 
 _metrics_writer.MetricsWriter.write_async = _write_async  # type: ignore[method-assign]

@@ -217,8 +217,9 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
         pg_url = postgres_db.postgres_url()
         flags += ["--db", pg_url]
     tile_log = pathlib.Path(tempfile.mkdtemp()) / "tile_builder.log"
-    os.environ[_tile_builder.LOG_ENV] = str(tile_log)
-    os.environ[_tile_builder.PAUSE_ENV] = str(args.tile_pause)
+    if args.variant == "tile-process":  # read by the builder the master's prelude starts
+        os.environ[_tile_builder.LOG_ENV] = str(tile_log)
+        os.environ[_tile_builder.PAUSE_ENV] = str(args.tile_pause)
     master, session = start_master_process(*flags, prelude=_PRELUDES.get(args.variant))
     try:
         context = pathlib.Path(tempfile.mkdtemp())

@@ -128,10 +128,11 @@ def test_a_bad_batch_parsed_by_the_writer_fails_alone_naming_its_field(sqlite_ma
     for thread in threads:
         thread.join(timeout=60)
     assert [answers[i].status_code for i in range(4)] == [200, 400, 400, 200]
-    assert "malformed JSON body" in answers[1].json()["error"]["error"], answers[1].text
-    assert "reports[1].metrics.stepsCompleted" in answers[2].json()["error"]["error"], answers[
-        2
-    ].text
+    malformed, bad_field_answer = answers[1], answers[2]
+    assert "malformed JSON body" in malformed.json()["error"]["error"], malformed.text
+    assert "reports[1].metrics.stepsCompleted" in bad_field_answer.json()["error"]["error"], (
+        bad_field_answer.text
+    )
     with sqlite_master.db.read() as s:
         steps = s.scalars(select(Metric.total_batches).where(Metric.trial_id == trial_id)).all()
     assert sorted(steps) == [*range(1, 201), *range(204, 404)]

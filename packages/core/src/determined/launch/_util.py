@@ -95,10 +95,9 @@ def reserve_collective_port(env: dict[str, str]) -> None:
 
     if env.get(PORT_ENV):
         return
-    (port,), held = _bound(1, "127.0.0.1", _HUB_OPTION)
-    _RESERVED.extend(held)
+    (port,) = reserve_ports(1)
     env[PORT_ENV] = str(port)
-    if held:  # else only a free port was picked
+    if _HUB_OPTION is not None:  # else reserve_ports only picked a free port
         env[RESERVED_PORT_ENV] = str(port)
 
 

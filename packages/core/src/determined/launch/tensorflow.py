@@ -7,8 +7,9 @@ so ``core.init()`` builds its DistributedContext from it, and prefixes output wi
 
 One container with several CPU slots (det's local resource manager; no GPU) starts one worker per
 slot on this machine, each with its own port in ``TF_CONFIG`` (held reserved by this launcher until
-the job ends), so MultiWorkerMirroredStrategy trains on CPU slots too. If one worker fails, the others are stopped and its status is returned.
-With GPUs a single process uses them all (``MirroredStrategy``).
+the job ends), so MultiWorkerMirroredStrategy trains on CPU slots too. If one worker fails, the
+others are stopped and its status is returned. With GPUs a single process uses them all
+(``MirroredStrategy``).
 """
 
 from __future__ import annotations

@@ -189,6 +189,12 @@ def parse_batch(raw: bytes, now: datetime.datetime) -> list[MetricReport]:
     return parse_reports(pairs, now)
 
 
+def batch_size(raw: bytes) -> int:
+    """About how many reports det's batch body ``raw`` holds, without decoding it: each has one
+    ``trialRunId`` (or ``trial_run_id``) key. A hint for sizing the writer's transactions."""
+    return raw.count(b'"trialRunId"') + raw.count(b'"trial_run_id"')
+
+
 def _parse_plain(pairs: list[tuple[Any, Any]], now: datetime.datetime) -> list[MetricReport] | None:
     """A batch of plain reports parsed field by field over all reports at once (builtins over
     columns, not :func:`parse_report`'s checks per report): the shape det's and upstream's

@@ -23,7 +23,7 @@ from determined.master._api._deps import (
     trial_records_of,
 )
 from determined.master._api._json_route import api_router
-from determined.master._api._metric_reports import parse_batch, parse_reports
+from determined.master._api._metric_reports import batch_size, parse_batch, parse_reports
 from determined.master._api._metric_stream import reply
 from determined.master._core._metrics_writer import Deferred
 from determined.master._wire import (
@@ -117,9 +117,8 @@ async def report_metrics_batch(
     writer just before its transaction (:class:`Deferred`: why)."""
     raw = await request.body()
     now = utcnow()
-    size = raw.count(b'"trialRunId"') + raw.count(b'"trial_run_id"')  # one per report
     await metrics_writer_of(request).write_async(
-        trial_id, Deferred(size, lambda: parse_batch(raw, now))
+        trial_id, Deferred(batch_size(raw), lambda: parse_batch(raw, now))
     )
     return {}
 
