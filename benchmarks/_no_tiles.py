@@ -1,5 +1,5 @@
 """Imported into a benchmark's master process (``start_master_process(prelude="_no_tiles")``): the
-metrics writer stores no chart tiles (``update_tiles`` does nothing), everything else as usual. What
+metrics writer stores no chart tiles (``start_tiles`` starts nothing), everything else as usual. What
 ingestion would reach if the tiles cost the master nothing (``bench_metrics_ingest.py
 --no-tiles``); charts of such a master show nothing."""
 
@@ -10,8 +10,8 @@ from typing import Any
 from determined.master._core import _metric_tiles
 
 
-def _no_tiles(*args: Any, **kwargs: Any) -> None:
-    return None
+def _no_tiles(session: Any, batch: Any) -> _metric_tiles.TileUpdate:
+    return _metric_tiles.TileUpdate(session)
 
 
-_metric_tiles.update_tiles = _no_tiles
+_metric_tiles.start_tiles = _no_tiles

@@ -10,11 +10,11 @@ request (a trial reporting now and then), one after the other, and its acknowled
 "single report ack" figure. The baseline in the same run: the same 100 trials posting one report per
 request (what upstream's client does). Each reporter uses its trial's own allocation token (the trial
 hands it over through a file), steps count up across requests as in training, and a request body is
-encoded (orjson) before its request is timed. Besides rows/s the table gives the master process's CPU
-time per 1,000 rows in the batched phase: a figure a loaded machine distorts less than rows/s; and
-the CPU of the master's two busiest threads and of all its threads in that phase, in cores (the
-metrics writer and the HTTP thread share one interpreter lock: a total near 1.0 says the master is
-bound by it).
+encoded (orjson) before its request is timed. Besides rows/s the table gives the master's CPU time
+per 1,000 rows in the batched phase (its process and its chart tile helper processes together): a
+figure a loaded machine distorts less than rows/s; and the CPU of the master's two busiest threads,
+of all its threads and of its tile helpers in that phase, in cores (the metrics writer and the HTTP
+thread share one interpreter lock: a threads' total near 1.0 says the master is bound by it).
 
 With ``--http-only`` the master acknowledges batches without storing them (``_http_only.py``; the
 probe's single reports are still stored): what the HTTP side (receiving, decoding, parsing) costs
@@ -43,7 +43,7 @@ from typing import Any
 import _tile_builder
 import orjson
 from _master import create_experiment, start_master_process, wait_for
-from _proc import cpu_seconds, thread_cpu
+from _proc import cpu_seconds, helpers_cpu, helpers_cpu_since, thread_cpu
 
 from determined.client import metrics_body
 
@@ -183,9 +183,10 @@ def run_load(
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process ``pid`` so far (0 where /proc cannot tell)."""
+    """User + system CPU time so far of process ``pid`` and its chart tile helpers (0 where /proc
+    cannot tell)."""
     try:
-        return cpu_seconds(pid)
+        return cpu_seconds(pid) + sum(helpers_cpu(pid).values())
     except OSError:
         return 0.0
 
@@ -261,6 +262,7 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
         print(f"{db}: load starts", flush=True)
         sources = {t: _Reports(t, r, args.batch) for t, r in trials}
         cpu, threads, started = _cpu_seconds(master.pid), thread_cpu(master.pid), time.time()
+        helpers = helpers_cpu(master.pid)
         batched, batch_lat, probe_lat = run_load(
             url, tokens, sources, args.seconds, args.batch, probe
         )
@@ -270,7 +272,9 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
             print(
                 f"{db}: tile builder: {int(built):,} rows built, {int(behind):,} behind", flush=True
             )
-        shares = _thread_shares(threads, thread_cpu(master.pid), time.time() - started)
+        wall = time.time() - started
+        shares = _thread_shares(threads, thread_cpu(master.pid), wall)
+        shares += f"; tile helpers {helpers_cpu_since(helpers, master.pid) / wall:.2f}"
         # The baseline: the same trials go on, one report per request, from where they were.
         single, single_lat, _ = run_load(url, tokens, sources, args.seconds, 1)
         session.request("POST", f"/api/v1/experiments/{exp}/kill")

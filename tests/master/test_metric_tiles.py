@@ -3,6 +3,9 @@ bucket of every kept level equal what the unarchived ``metrics`` rows give, afte
 the master's metrics writer (level promotions included) and after rollbacks (a newer run reporting
 from an earlier step archives later reports); on SQLite and on PostgreSQL.
 
+Each test runs twice: with the tiles built in the writer's thread, and with every batch built by
+a helper process (``_tile_helper.MIN_ROWS`` 0; a large batch is built there by default).
+
 ``tile_mismatches`` is shared with the migration test (tests/master/test_metric_tiles_migration.py).
 """
 
@@ -18,8 +21,9 @@ import yaml
 
 from determined.client import Client, MasterClient
 from determined.client._client import metrics_body
-from determined.master._core import _metric_tiles
-from determined.master._core._metric_tiles import LEVELS, MAX_BUCKETS, level_min, trial_tiles
+from determined.master._core import _metric_tiles, _tile_helper
+from determined.master._core._metric_tiles import MAX_BUCKETS, level_min, trial_tiles
+from determined.master._core._tile_build import LEVELS
 from determined.master.db import Database
 from determined.master.db._metric_inserts import insert_metric_rows
 
@@ -34,6 +38,16 @@ def master(module_db_url: str, make_module_master: Any) -> Any:
 @pytest.fixture(scope="module")
 def client(master: Any) -> Client:
     return Client(master.session("determined"))
+
+
+@pytest.fixture(autouse=True, params=["writer", "helper"])
+def builder(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Where the writer builds the tiles of the test's batches."""
+    if request.param == "helper":
+        monkeypatch.setattr(_tile_helper, "MIN_ROWS", 0)
+    else:
+        monkeypatch.setattr(_tile_helper, "MIN_ROWS", 10**9)
+    return str(request.param)
 
 
 def _raw(

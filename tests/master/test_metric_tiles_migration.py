@@ -114,7 +114,7 @@ def _old_layout_tiles(db: Database, trial_id: int, group: str, run_id: int) -> l
     with db.engine.begin() as conn:
         points = _metric_tiles._raw_points(conn, trial_id, group, -(2**62))
         low = level_min(max(x for x, _ in points))
-        chunks = _metric_tiles._series_chunks(trial_id, group, series_of(points), low)
+        chunks = _metric_tiles.series_chunks(trial_id, group, series_of(points), low)
         rows = [
             {"trial_id": trial_id, "metric_group": group, "metric": metric, "level": level,
              **dict(zip(_OLD_TILE, tile, strict=True))}

@@ -18,10 +18,13 @@ metric, and each doubling of the x range rewrote a trial's ~1,600 tile rows). A 
 a chunk merges into it; the chunk the writer wrote last per metric and level is kept in memory
 (``_tile_tails``), so a trial reporting step by step does not read it back.
 
-Writes: :func:`update_tiles` is called once per committed batch of the metrics writer, inside its
-transaction, after the raw rows are stored. It aggregates the batch with builtins over whole
-columns (both kept levels from the reports, no Python code per report or tile), reads the stored
-chunks the batch continues (one SELECT), merges, and writes the chunks back (one upsert).
+Writes: :func:`start_tiles` is called once per batch of the metrics writer, inside its transaction,
+before the raw rows are stored, and :meth:`TileUpdate.finish` after them. It reads the stored
+chunks the batch continues (one SELECT, or from memory), aggregates the batch with builtins over
+whole columns (both kept levels from the reports, no Python code per report or tile), merges, and
+writes the chunks back (one upsert). The aggregation and merge of a trial group continuing its
+range in x order is ``_tile_build.build``, run by a helper process for a large batch
+(``_tile_helper``) while the writer stores the raw rows.
 
 Rollbacks: a trial resumed from an earlier checkpoint archives the reports of older runs from its
 first new report's step on (see ``_metrics.ingest_many``). ``metric_tile_series.run_id`` records
@@ -48,18 +51,24 @@ from sqlalchemy.orm import Session
 
 from determined.master._core import _tile_columns as tc
 from determined.master._core._metrics import MetricReport
-from determined.master._core._tile_columns import CHUNK_BITS, Columns, Series, Tile
-from determined.master._core._tile_tails import TAILS, Chunks, State, database_key
+from determined.master._core._tile_build import (
+    COARSE,
+    LEVELS,
+    ChunkKey,
+    Chunks,
+    Work,
+    promoted_chunks,
+    series_chunks,
+)
+from determined.master._core._tile_columns import CHUNK_BITS, Columns, Tile
+from determined.master._core._tile_helper import HELPERS, Building
+from determined.master._core._tile_tails import TAILS, State, database_key
 from determined.master.db import Run
 from determined.master.db._metric_inserts import upsert_rows
 
 MAX_BUCKETS = 512
 """Buckets over ``[0, x_max]`` at a trial's finest level (a chart reads at most these per trial:
 256 to 512 buckets, two points each, over a chart about a thousand pixels wide)."""
-COARSE = 4
-"""How many levels above the finest the coarse level sits (16 times wider buckets)."""
-LEVELS = (0, COARSE)
-"""The levels a trial keeps, relative to its finest."""
 MIN_LEVEL = 1
 """Buckets are at least 2 wide: a bucket of one or two reports keeps both (first and last), so a
 trial reporting every batch loses nothing, and a young trial writes half as many tiles."""
@@ -96,31 +105,6 @@ def aggregate(
     }
 
 
-ChunkKey = tuple[int, str, str, int, int]
-"""``(trial_id, metric_group, metric, level, chunk)``: one row of ``metric_tiles``."""
-
-
-def _series_chunks(trial_id: int, group: str, series: Series, low: int) -> dict[ChunkKey, Columns]:
-    """The chunks of the kept levels ``low + LEVELS`` of ``series`` (see :func:`series_of`):
-    metrics sharing their x column share its bucket layout."""
-    out: dict[ChunkKey, Columns] = {}
-    layouts: dict[tuple[int, int], tc.Layout | None] = {}
-    ordered: dict[int, bool] = {}
-    for name, (xs, ys) in series.items():
-        in_order = ordered.get(id(xs))
-        if in_order is None:
-            in_order = ordered[id(xs)] = xs == sorted(xs)
-        for offset in LEVELS:
-            level = low + offset
-            key = (id(xs), level)
-            if key not in layouts:
-                layouts[key] = tc.layout(xs, level) if in_order else None
-            columns = tc.columns_at(xs, ys, level, layouts[key])
-            for chunk, part in tc.split(columns):
-                out[(trial_id, group, name, level, chunk)] = part
-    return out
-
-
 def write_chunks(
     connection: Connection, chunks: Iterable[tuple[ChunkKey, Columns]]
 ) -> list[tuple[Any, ...]]:
@@ -128,17 +112,14 @@ def write_chunks(
     executemany; PostgreSQL's COPY to a staging table and one ``INSERT ... SELECT``. Returns the
     rows written, ``(*key, encoded columns)``."""
     rows = [(*key, orjson.dumps(columns)) for key, columns in chunks]
-    upsert_rows(
-        connection,
-        "metric_tiles",
-        _CHUNK_COLUMNS,
-        rows,
-        "ON CONFLICT (trial_id, metric_group, metric, level, chunk) DO UPDATE SET data = excluded.data",
-    )
+    upsert_rows(connection, "metric_tiles", _CHUNK_COLUMNS, rows, _CHUNK_UPSERT)
     return rows
 
 
 _CHUNK_COLUMNS = ("trial_id", "metric_group", "metric", "level", "chunk", "data")
+_CHUNK_UPSERT = (
+    "ON CONFLICT (trial_id, metric_group, metric, level, chunk) DO UPDATE SET data = excluded.data"
+)
 
 
 def _stored_chunks(connection: Connection, keys: Sequence[ChunkKey]) -> dict[ChunkKey, Columns]:
@@ -225,10 +206,9 @@ def _raw_points(
     return out
 
 
-def _promote(connection: Connection, trial_id: int, group: str, old: int, new: int) -> None:
-    """Move a trial group's levels from finest ``old`` to finest ``new`` (``new > old``): each
-    kept level's tiles merged ``2**(new - old)`` buckets into one (at most ``MAX_BUCKETS`` tiles
-    per metric in a few chunk rows, once per doubling of the trial's x range)."""
+def _take_all(connection: Connection, trial_id: int, group: str) -> list[tuple[str, int, bytes]]:
+    """Delete a trial group's chunks and return them, ``(metric, level, data)`` in (metric,
+    level, chunk) order (a promotion writes them back merged)."""
     rows = connection.exec_driver_sql(
         _sql(
             connection,
@@ -241,24 +221,15 @@ def _promote(connection: Connection, trial_id: int, group: str, old: int, new: i
         _sql(connection, "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ?"),
         (trial_id, group),
     )
-    levels: dict[tuple[str, int], Columns] = {}
-    for metric, level, data in rows:  # chunks in bucket order within each (metric, level)
-        columns = orjson.loads(data)
-        found = levels.get((metric, level))
-        if found is None:
-            levels[(metric, level)] = columns
-        else:
-            for into, more in zip(found, columns, strict=True):
-                into.extend(more)
-    shift = new - old
-    write_chunks(
-        connection,
-        (
-            ((trial_id, group, metric, level + shift, chunk), part)
-            for (metric, level), columns in levels.items()
-            for chunk, part in tc.split(tc.coarsen(columns, shift))
-        ),
-    )
+    return [(metric, level, data) for metric, level, data in rows]
+
+
+def _promote(connection: Connection, trial_id: int, group: str, old: int, new: int) -> None:
+    """Move a trial group's levels from finest ``old`` to finest ``new`` (``new > old``): each
+    kept level's tiles merged ``2**(new - old)`` buckets into one (at most ``MAX_BUCKETS`` tiles
+    per metric in a few chunk rows, once per doubling of the trial's x range)."""
+    stored = _take_all(connection, trial_id, group)
+    write_chunks(connection, promoted_chunks(trial_id, group, new - old, stored).items())
 
 
 def _cut(connection: Connection, trial_id: int, group: str, low: int, start: int) -> None:
@@ -295,9 +266,61 @@ def update_tiles(session: Session, batch: Iterable[tuple[Run, Sequence[MetricRep
 
     Call once per metrics-writer transaction, after the raw rows (and any rollback archival) are
     stored, with each trial's run and the reports accepted for it, in the order they were stored.
-    Costs one state SELECT, one SELECT of the stored chunks the batch continues, one chunk upsert
-    and one state upsert for the whole batch (plus, rarely, a level promotion or a rollback
-    rebuild of one trial group).
+    Costs one state SELECT, one SELECT of the stored chunks the batch continues that are not kept
+    in memory, one chunk upsert and one state upsert for the whole batch (plus, rarely, a level
+    promotion or a rollback rebuild of one trial group).
+    """
+    start_tiles(session, batch).finish()
+
+
+class TileUpdate:
+    """A batch's tiles on their way (:func:`start_tiles`): :meth:`finish` writes them once the
+    batch's raw rows are stored; :meth:`abandon` drops them when the transaction fails."""
+
+    def __init__(
+        self,
+        session: Session,
+        building: Building | None = None,
+        recorded: list[tuple[tuple[int, str], State | None, State]] | None = None,
+        in_place: dict[tuple[int, str], list[MetricReport]] | None = None,
+        known: tuple[dict[int, int], dict[tuple[int, str], State]] | None = None,
+    ) -> None:
+        self._session = session
+        self._building = building
+        self._recorded = recorded or []
+        self._in_place = in_place
+        self._known = known
+        """The batch's runs ``{trial: run_id}`` and the stored states, for ``in_place``."""
+
+    def finish(self) -> None:
+        session = self._session
+        connection = session.connection()
+        db = database_key(connection)
+        if self._building is not None:
+            built = self._building.result()
+            rows = [row for one in built for row in one.rows]
+            if rows:
+                upsert_rows(connection, "metric_tiles", _CHUNK_COLUMNS, rows, _CHUNK_UPSERT)
+            _upsert_states(connection, [(*key, *after) for key, _, after in self._recorded])
+            for (key, before, after), one in zip(self._recorded, built, strict=True):
+                TAILS.record_on_commit(session, (db, *key), before, after, one.tails)
+        if self._in_place and self._known:
+            _update_in_place(session, self._in_place, *self._known, db)
+
+    def abandon(self) -> None:
+        if self._building is not None:
+            self._building.abandon()
+
+
+def start_tiles(
+    session: Session, batch: Iterable[tuple[Run, Sequence[MetricReport]]]
+) -> TileUpdate:
+    """:func:`update_tiles` begun before the batch's raw rows are stored: a large batch's chunks
+    are built by a helper process meanwhile (``_tile_helper``).
+
+    A trial group whose reports continue its stored range in x order (training, step after step)
+    is built by ``_tile_build.build``; a rollback or points out of order are merged in place at
+    :meth:`TileUpdate.finish` (:func:`_update_in_place`), once the rollback's archival is stored.
     """
     by_key: dict[tuple[int, str], list[MetricReport]] = {}
     runs: dict[int, int] = {}
@@ -311,10 +334,65 @@ def update_tiles(session: Session, batch: Iterable[tuple[Run, Sequence[MetricRep
         for report in reports:
             by_key.setdefault((trial_id, report.group), []).append(report)
     if not by_key:
-        return
+        return TileUpdate(session)
     connection = session.connection()
     states = load_states(connection, list(runs))
     db = database_key(connection)
+    works: list[Work] = []
+    missing: dict[ChunkKey, Work] = {}  # continued chunks not kept in memory
+    recorded: list[tuple[tuple[int, str], State | None, State]] = []
+    in_place: dict[tuple[int, str], list[MetricReport]] = {}
+    for (trial_id, group), reports in by_key.items():
+        run_id = runs[trial_id]
+        xs = list(map(int, map(_STEPS, reports)))
+        state = states.get((trial_id, group))
+        if xs != sorted(xs) or (
+            state is not None and (xs[0] < state[2] or (xs[0] == state[2] and state[0] < run_id))
+        ):
+            in_place[(trial_id, group)] = reports  # out of order, or a rollback
+            continue
+        series = tc.series_columns(xs, list(map(_AVG, reports)))
+        if state is None:
+            TAILS.forget(db, trial_id, group)
+            low = level_min(xs[-1])
+            works.append(Work(trial_id, group, low, series, len(xs), {}))
+            recorded.append(((trial_id, group), None, (run_id, xs[0], xs[-1], low)))
+            continue
+        _, old_min, old_max, old_low = state
+        low = max(old_low, level_min(xs[-1]))
+        after = (run_id, min(old_min, xs[0]), xs[-1], low)
+        if low > old_low:
+            promoted = (old_low, _take_all(connection, trial_id, group))
+            works.append(Work(trial_id, group, low, series, len(xs), {}, promoted))
+            recorded.append(((trial_id, group), None, after))
+            continue
+        work = Work(trial_id, group, low, series, len(xs), {})
+        kept = TAILS.get(db, trial_id, group, state)
+        for name in series:
+            for level in (low + offset for offset in LEVELS):
+                chunk = (old_max >> level) >> CHUNK_BITS
+                tail = kept.get((name, level))
+                if tail is not None and tail[0] == chunk:
+                    work.continued[(name, level)] = (chunk, tail[1])
+                else:
+                    missing[(trial_id, group, name, level, chunk)] = work
+        works.append(work)
+        recorded.append(((trial_id, group), state, after))
+    for key, columns in _stored_chunks(connection, list(missing)).items():
+        missing[key].continued[(key[2], key[3])] = (key[4], columns)
+    return TileUpdate(session, HELPERS.start(works), recorded, in_place, (runs, states))
+
+
+def _update_in_place(
+    session: Session,
+    by_key: dict[tuple[int, str], list[MetricReport]],
+    runs: dict[int, int],
+    states: dict[tuple[int, str], State],
+    db: str,
+) -> None:
+    """:func:`update_tiles` for trial groups whose reports are out of x order or roll back a
+    newer run's range: merged into every stored chunk they touch, read back as needed."""
+    connection = session.connection()
     new: dict[ChunkKey, Columns] = {}
     continued: list[ChunkKey] = []  # chunks that may be stored already
     stored: dict[ChunkKey, Columns] = {}
@@ -352,7 +430,7 @@ def update_tiles(session: Session, batch: Iterable[tuple[Run, Sequence[MetricRep
                 x_min = min(xs + ([old_min] if old_min < start else []))
             else:
                 x_min, x_max = min(x_min, old_min), max(x_max, old_max)
-        chunks = _series_chunks(trial_id, group, tc.series_columns(xs, avgs), low)
+        chunks = series_chunks(trial_id, group, tc.series_columns(xs, avgs), low)
         new.update(chunks)
         if old_max is not None:
             for key in chunks:
@@ -437,7 +515,7 @@ def store(
         return
     xs = [x for x, _ in points]
     low = level_min(max(xs))
-    chunks = list(_series_chunks(trial_id, group, tc.series_of(points), low).items())
+    chunks = list(series_chunks(trial_id, group, tc.series_of(points), low).items())
     for part in _chunks(chunks, 500):
         write_chunks(connection, part)
     _upsert_states(connection, [(trial_id, group, run_id, min(xs), max(xs), low)])

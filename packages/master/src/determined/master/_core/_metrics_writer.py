@@ -427,7 +427,7 @@ class MetricsWriter:
         ``runs``: each found trial's run and its experiment's config (:func:`_runs_and_configs`)."""
         seen_updates: list[tuple[set[str], set[str]]] = []
         rest: list[_Pending] = []
-        stored: dict[int, list[_Pending]] = {}
+        accepted: list[tuple[Run, dict[str, Any], list[MetricReport]]] = []
         for trial_id, items in by_trial.items():
             run, config = runs.get(trial_id, _MISSING)
             if rows_out is not None and (run is None or self._needs_rollback_check(run, items)):
@@ -437,9 +437,16 @@ class MetricsWriter:
                 for item in items:
                     item.error = APIError(404, f"trial {trial_id} not found")
                 continue
-            stored[trial_id] = items
-            seen_updates.extend(self._store_trial(session, run, config, items, rows_out))
-        _metric_tiles.update_tiles(session, _stored(runs, stored))  # chart tiles (P2)
+            accepted.append((run, config, _accepted(run, items)))
+        # chart tiles (P2): a large batch's are built by a helper while its rows are stored
+        tiles = _metric_tiles.start_tiles(session, [(run, reports) for run, _, reports in accepted])
+        try:
+            for run, config, reports in accepted:
+                seen_updates.extend(self._store_trial(session, run, config, reports, rows_out))
+        except BaseException:
+            tiles.abandon()
+            raise
+        tiles.finish()
         return seen_updates, rest
 
     def _needs_rollback_check(self, run: Run, items: list[_Pending]) -> bool:
@@ -454,17 +461,9 @@ class MetricsWriter:
         session: Session,
         run: Run,
         config: dict[str, Any],
-        items: list[_Pending],
+        accepted: list[MetricReport],
         rows_out: list[MetricRow] | None = None,
     ) -> list[tuple[set[str], set[str]]]:
-        accepted: list[MetricReport] = []
-        for item in items:
-            try:
-                _metrics.check_run(run, item.reports)
-            except APIError as exc:
-                item.error = exc
-                continue
-            accepted.extend(item.reports)
         if not accepted:
             return []
         searcher_cfg = config.get("searcher") or {}
@@ -536,15 +535,17 @@ def _mark_seen(updates: list[tuple[set[str], set[str]]]) -> None:
         seen.update(groups)
 
 
-def _stored(
-    runs: dict[int, tuple[Run, dict[str, Any]]], by_trial: dict[int, list[_Pending]]
-) -> list[tuple[Run, list[MetricReport]]]:
-    """Each trial's run and the reports of the batch stored for it (requests without an error)."""
-    return [
-        (runs[t][0], [r for item in items if item.error is None for r in item.reports])
-        for t, items in by_trial.items()
-        if t in runs
-    ]
+def _accepted(run: Run, items: list[_Pending]) -> list[MetricReport]:
+    """The reports of ``items`` that ``run`` accepts; a refused request gets its error."""
+    accepted: list[MetricReport] = []
+    for item in items:
+        try:
+            _metrics.check_run(run, item.reports)
+        except APIError as exc:
+            item.error = exc
+            continue
+        accepted.extend(item.reports)
+    return accepted
 
 
 def _internal(exc: BaseException) -> APIError:

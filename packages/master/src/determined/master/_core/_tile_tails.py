@@ -24,15 +24,14 @@ from typing import Any
 from sqlalchemy import Connection, Engine, event
 from sqlalchemy.orm import Session
 
+from determined.master._core._tile_build import Chunks
+
 LIMIT_BYTES = 8 * 1024 * 1024
 """Chunk bytes kept at most, counted encoded (about 0.7 KiB per metric and level of a trial
 group; as Python lists several times that)."""
 
 State = tuple[int, int, int, int]
 """A trial group's ``metric_tile_series`` row: ``(run_id, x_min, x_max, level_min)``."""
-Chunks = dict[tuple[str, int], tuple[int, list[list[Any]], int]]
-"""``{(metric, level): (chunk, its tile columns, their encoded size)}``: the columns as
-``_metric_tiles`` builds them (decoding the stored JSON again cost as much as the merge)."""
 
 _Key = tuple[str, int, str]
 """``(database, trial_id, metric_group)``: masters in one process (tests) keep apart."""

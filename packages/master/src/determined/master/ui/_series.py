@@ -19,7 +19,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from determined.master._core import _metric_tiles
-from determined.master._core._metric_tiles import COARSE, chart_level
+from determined.master._core._metric_tiles import chart_level
+from determined.master._core._tile_build import COARSE
 from determined.master._core._tile_columns import merge, numeric
 from determined.master.db import Database
 

@@ -1,0 +1,196 @@
+"""Helper processes that build chart tile chunks for the metrics writer (``_tile_build.build``).
+
+The master's threads share one interpreter lock, and at high ingestion rates the writer's chart
+tile arithmetic (a third of its time per row) is time the HTTP thread cannot parse the next
+requests in. A large batch's :class:`~determined.master._core._tile_build.Work` is therefore sent
+to a helper process, and the writer waits on the pipe without holding the lock. The helper is a
+pure function server: the writer reads and writes the database, in its own transaction, as before.
+
+A helper is started on first use (``python -m determined.master._core._tile_helper``, a few
+light imports), serves one writer thread at a time, and exits when its pipe closes (the master
+stopped, or was killed). Any failure of a helper (it died, a broken pipe) loses nothing: the
+batch is built in the writer's thread instead, and the next large batch starts a new helper.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import pickle
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import IO, Any
+
+from determined.master._core._tile_build import Built, Work, build
+
+logger = logging.getLogger("determined.master")
+
+MIN_ROWS = 256
+"""A batch of fewer reports is built in the writer's thread: the round trip and the copies would
+cost more than they free (a single report's acknowledgement waits on its transaction)."""
+
+_HEADER = struct.Struct(">Q")
+
+
+def _send(stream: IO[bytes], value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_HEADER.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError("the tile helper's pipe closed")
+    (size,) = _HEADER.unpack(header)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("the tile helper's pipe closed mid-message")
+    return pickle.loads(data)
+
+
+class _Helper:
+    """One helper process and its pipes."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", __name__],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+
+    def send(self, works: Sequence[Work]) -> None:
+        assert self.process.stdin is not None
+        _send(self.process.stdin, list(works))
+
+    def receive(self) -> list[Built]:
+        assert self.process.stdout is not None
+        status, value = _receive(self.process.stdout)
+        if status != "ok":
+            raise RuntimeError(f"the tile helper failed:\n{value}")
+        return value  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        for stream in (self.process.stdin, self.process.stdout):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+class Building:
+    """A batch's chunks being built: :meth:`result` waits for them (in a helper, the writer's
+    thread meanwhile stores the batch's raw rows), :meth:`abandon` drops them (a failed
+    transaction)."""
+
+    def __init__(self, owner: TileHelpers, works: Sequence[Work], helper: _Helper | None) -> None:
+        self._owner = owner
+        self._works = works
+        self._helper = helper
+
+    def result(self) -> list[Built]:
+        helper, self._helper = self._helper, None
+        if helper is None:
+            return [build(work) for work in self._works]
+        try:
+            built = helper.receive()
+        except Exception as exc:
+            self._owner.lost(helper, exc)
+            return [build(work) for work in self._works]
+        self._owner.idle(helper)
+        return built
+
+    def abandon(self) -> None:
+        helper, self._helper = self._helper, None
+        if helper is not None:  # its answer would be read by the next batch: stop it instead
+            helper.process.kill()
+            helper.close()
+
+
+class TileHelpers:
+    """Idle helper processes, one taken per large batch (the writer's lanes may build at once)."""
+
+    def __init__(self) -> None:
+        self._idle: list[_Helper] = []
+        self._lock = threading.Lock()
+        self.failures = 0
+        """Helpers lost to an error so far (tests and logs)."""
+
+    def start(self, works: Sequence[Work]) -> Building:
+        """Start building ``works``: in a helper process when the batch is large."""
+        if sum(work.size for work in works) < MIN_ROWS:
+            return Building(self, works, None)
+        with self._lock:
+            helper = self._idle.pop() if self._idle else None
+        try:
+            if helper is None:
+                helper = _Helper()
+            helper.send(works)
+        except Exception as exc:
+            if helper is not None:
+                self.lost(helper, exc)
+            else:
+                self.failures += 1
+                logger.warning("master: starting the chart tile helper failed: %s", exc)
+            return Building(self, works, None)
+        return Building(self, works, helper)
+
+    def idle(self, helper: _Helper) -> None:
+        with self._lock:
+            self._idle.append(helper)
+
+    def lost(self, helper: _Helper, exc: BaseException) -> None:
+        """A helper that failed (it died, a broken pipe): stopped; the batch is built here."""
+        self.failures += 1
+        logger.warning("master: the chart tile helper failed (%s); building in the writer", exc)
+        helper.process.kill()
+        helper.close()
+
+    def close(self) -> None:
+        """Stop the idle helpers (one in use stops when its pipe closes with the process)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for helper in idle:
+            helper.close()
+
+    def pids(self) -> list[int]:
+        """The idle helpers' process ids (tests)."""
+        with self._lock:
+            return [helper.process.pid for helper in self._idle]
+
+
+HELPERS = TileHelpers()
+"""The process's helpers (stateless: masters in one process, as in tests, share them)."""
+atexit.register(HELPERS.close)
+
+
+def _serve(source: IO[bytes], sink: IO[bytes]) -> None:
+    """The helper's loop: build each request's works until the pipe closes."""
+    import traceback
+
+    while True:
+        try:
+            works = _receive(source)
+        except EOFError:
+            return
+        try:
+            reply: tuple[str, Any] = ("ok", [build(work) for work in works])
+        except Exception:
+            reply = ("error", traceback.format_exc())
+        _send(sink, reply)
+
+
+if __name__ == "__main__":
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master's Ctrl-C is the master's to handle
+    _serve(sys.stdin.buffer, sys.stdout.buffer)

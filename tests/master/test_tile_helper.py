@@ -1,0 +1,95 @@
+"""The chart tile helper processes: a batch built there stores the same tiles as one built in the
+writer's thread (tests/master/test_metric_tiles.py runs both ways); a helper that dies costs
+nothing but a warning; and a helper never outlives the process that started it."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+import pytest
+from master.test_metric_tiles import _report, _unmanaged_trial, tile_mismatches
+
+from determined.client import Client
+from determined.master._core import _tile_helper
+from determined.master._core._tile_build import Work, build
+from determined.master._core._tile_columns import series_columns
+
+TESTS = pathlib.Path(__file__).resolve().parents[1]
+
+
+def _work(start: int, count: int) -> Work:
+    xs = list(range(start, start + count))
+    series = series_columns(xs, [{"loss": 1.0 / x, "acc": x % 7} for x in xs])
+    return Work(1, "training", 1, series, len(xs), {})
+
+
+def test_a_helper_builds_what_the_writer_builds() -> None:
+    helpers = _tile_helper.TileHelpers()
+    try:
+        works = [_work(1, 300), _work(5, 40)]
+        assert helpers.start(works).result() == [build(work) for work in works]  # below MIN_ROWS
+        works = [_work(1, 3000), _work(2, 50)]
+        assert helpers.start(works).result() == [build(work) for work in works]
+        assert len(helpers.pids()) == 1 and helpers.failures == 0
+    finally:
+        helpers.close()
+    assert helpers.pids() == []
+
+
+def test_a_dead_helper_is_replaced_and_loses_no_tiles(
+    module_master: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    master = module_master
+    monkeypatch.setattr(_tile_helper, "MIN_ROWS", 0)
+    client = Client(master.session("determined"))
+    trial_id = _unmanaged_trial(client)
+    _report(client, trial_id, 1, list(range(1, 200)))
+    pids = _tile_helper.HELPERS.pids()
+    assert pids, "no helper built the batch"
+    failures = _tile_helper.HELPERS.failures
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    _report(client, trial_id, 1, list(range(200, 3000, 3)))  # a promotion: built by the writer
+    assert _tile_helper.HELPERS.failures == failures + 1
+    _report(client, trial_id, 1, list(range(3000, 3100)))  # a new helper
+    assert _tile_helper.HELPERS.failures == failures + 1
+    assert set(_tile_helper.HELPERS.pids()).isdisjoint(pids)
+    assert tile_mismatches(master.db, trial_id) == []
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().split(") ")[1][0] != "Z"  # a zombie has exited
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_a_helper_exits_when_the_process_that_started_it_is_killed() -> None:
+    script = (
+        "from determined.master._core import _tile_helper as h\n"
+        "from master.test_tile_helper import _work\n"
+        "h.HELPERS.start([_work(1, 3000)]).result()\n"
+        "print(h.HELPERS.pids()[0], flush=True)\n"
+        "import time; time.sleep(60)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(TESTS), *sys.path]))
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env)
+    try:
+        assert parent.stdout is not None
+        helper = int(parent.stdout.readline())
+        assert _alive(helper)
+    finally:
+        parent.kill()
+        parent.wait()
+    deadline = time.monotonic() + 30
+    while _alive(helper) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(helper), "the helper outlived the process that started it"
