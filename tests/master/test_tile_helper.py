@@ -63,6 +63,26 @@ def test_a_dead_helper_is_replaced_and_loses_no_tiles(
     assert tile_mismatches(master.db, trial_id) == []
 
 
+def test_a_stuck_helper_is_stopped_and_the_batch_built_by_the_writer(
+    module_master: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_tile_helper, "MIN_ROWS", 0)
+    monkeypatch.setattr(_tile_helper, "TIMEOUT_S", 0.5)
+    client = Client(module_master.session("determined"))
+    trial_id = _unmanaged_trial(client)
+    _report(client, trial_id, 1, list(range(1, 100)))
+    pids = _tile_helper.HELPERS.pids()
+    assert pids, "no helper built the batch"
+    failures = _tile_helper.HELPERS.failures
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    _report(client, trial_id, 1, list(range(100, 400)))
+    assert _tile_helper.HELPERS.failures == failures + 1
+    assert tile_mismatches(module_master.db, trial_id) == []
+    for pid in pids:
+        assert not _alive(pid)
+
+
 def _alive(pid: int) -> bool:
     try:
         with open(f"/proc/{pid}/stat") as stat:

@@ -16,14 +16,17 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import pickle
+import select
 import signal
 import struct
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
-from typing import IO, Any
+from typing import Any
 
 from determined.master._core._tile_build import Built, Work, build
 
@@ -33,25 +36,40 @@ MIN_ROWS = 256
 """A batch of fewer reports is built in the writer's thread: the round trip and the copies would
 cost more than they free (a single report's acknowledgement waits on its transaction)."""
 
+TIMEOUT_S = 60.0
+"""How long the writer waits for a helper's answer before it stops the helper and builds the batch
+itself (a batch takes the helper well under a second: a helper this slow is stuck)."""
+
 _HEADER = struct.Struct(">Q")
 
 
-def _send(stream: IO[bytes], value: Any) -> None:
+def _send(fd: int, value: Any) -> None:
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(_HEADER.pack(len(data)))
-    stream.write(data)
-    stream.flush()
+    for part in (_HEADER.pack(len(data)), data):
+        left = memoryview(part)
+        while left:
+            left = left[os.write(fd, left) :]
 
 
-def _receive(stream: IO[bytes]) -> Any:
-    header = stream.read(_HEADER.size)
-    if len(header) < _HEADER.size:
-        raise EOFError("the tile helper's pipe closed")
-    (size,) = _HEADER.unpack(header)
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError("the tile helper's pipe closed mid-message")
-    return pickle.loads(data)
+def _read(fd: int, size: int, deadline: float | None) -> bytes:
+    """``size`` bytes from pipe ``fd``, waiting until ``deadline`` (``time.monotonic()``) at most."""
+    parts: list[bytes] = []
+    while size:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError(f"the tile helper did not answer within {TIMEOUT_S:g} s")
+        part = os.read(fd, min(size, 1 << 20))
+        if not part:
+            raise EOFError("the tile helper's pipe closed")
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
+def _receive(fd: int, deadline: float | None = None) -> Any:
+    (size,) = _HEADER.unpack(_read(fd, _HEADER.size, deadline))
+    return pickle.loads(_read(fd, size, deadline))
 
 
 class _Helper:
@@ -62,15 +80,16 @@ class _Helper:
             [sys.executable, "-m", __name__],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
+            bufsize=0,
         )
 
     def send(self, works: Sequence[Work]) -> None:
         assert self.process.stdin is not None
-        _send(self.process.stdin, list(works))
+        _send(self.process.stdin.fileno(), list(works))
 
     def receive(self) -> list[Built]:
         assert self.process.stdout is not None
-        status, value = _receive(self.process.stdout)
+        status, value = _receive(self.process.stdout.fileno(), time.monotonic() + TIMEOUT_S)
         if status != "ok":
             raise RuntimeError(f"the tile helper failed:\n{value}")
         return value  # type: ignore[no-any-return]
@@ -175,7 +194,7 @@ HELPERS = TileHelpers()
 atexit.register(HELPERS.close)
 
 
-def _serve(source: IO[bytes], sink: IO[bytes]) -> None:
+def _serve(source: int, sink: int) -> None:
     """The helper's loop: build each request's works until the pipe closes."""
     import traceback
 
@@ -193,4 +212,6 @@ def _serve(source: IO[bytes], sink: IO[bytes]) -> None:
 
 if __name__ == "__main__":
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master's Ctrl-C is the master's to handle
-    _serve(sys.stdin.buffer, sys.stdout.buffer)
+    answers = os.dup(sys.stdout.fileno())
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print must not garble an answer
+    _serve(sys.stdin.fileno(), answers)
