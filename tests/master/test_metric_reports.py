@@ -7,6 +7,7 @@ import copy
 import datetime
 from typing import Any
 
+import orjson
 import pytest
 
 from determined.master._api import _metric_reports
@@ -157,3 +158,21 @@ def test_a_plain_batch_takes_the_column_path(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(_metric_reports, "parse_report", refuse)
     assert _outcome(pairs) == expected
     assert expected[0][:5] == ("training", 1, 1, {"loss": 1.0, "acc": 0.5, "batches": 32}, [])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"trialRunId": 1, "stepsCompleted": 5, "metrics": {"avgMetrics": {"loss": 1.0}}},
+        {"metrics": {"avgMetrics": {"loss": 1.0}}},  # no run id, no steps: both optional
+        {"trial_run_id": 1, "steps_completed": 5, "metrics": {"avg_metrics": {"x": 2}}},
+    ],
+)
+def test_a_batch_is_sized_by_its_reports_whatever_keys_they_name(body: dict[str, Any]) -> None:
+    """The writer sizes its transactions by this count: a batch whose reports name no run (or use
+    the snake_case spellings) counts every report, not one."""
+    raw = orjson.dumps({"reports": [{"group": "training", "metrics": body}] * 300})
+    assert _metric_reports.batch_size(raw) == 300
+    assert (
+        len(_metric_reports.parse_batch(raw, datetime.datetime.now(datetime.timezone.utc))) == 300
+    )
