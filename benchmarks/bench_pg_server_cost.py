@@ -91,7 +91,7 @@ def _reports(trial: int, start: int, count: int = BATCH) -> list[Any]:
 
 
 @contextlib.contextmanager
-def _patched(name: str, replacement: Callable[..., None] | None) -> Iterator[None]:
+def _patched(name: str, replacement: Callable[..., Any] | None) -> Iterator[None]:
     if replacement is None:
         yield
         return
@@ -103,7 +103,7 @@ def _patched(name: str, replacement: Callable[..., None] | None) -> Iterator[Non
         setattr(_metric_tiles, name, saved)
 
 
-def writer_path(rounds: int, patch: tuple[str, Callable[..., None]] | None) -> dict[str, float]:
+def writer_path(rounds: int, patch: tuple[str, Callable[..., Any]] | None) -> dict[str, float]:
     """Server and master CPU µs per row of the writer storing ``rounds`` batches per trial."""
     with _database() as (db, name, ids), _patched(*(patch or ("", None))):
         writer = MetricsWriter(db.write, lambda *args: None)
@@ -177,7 +177,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=20, help="batches of 500 per trial")
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
-    variants: list[tuple[str, tuple[str, Callable[..., None]] | None]] = [
+    variants: list[tuple[str, tuple[str, Callable[..., Any]] | None]] = [
         ("whole path", None),
         ("chart tiles off", ("start_tiles", _no_tiles)),
     ]

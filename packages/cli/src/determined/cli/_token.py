@@ -174,7 +174,7 @@ COMMANDS = [
                 "login",
                 login_with_token,
                 "log in with token (cached like a password login)",
-                [Arg("token", help="the access token")],
+                [Arg("token", help="the access token (one starting with '-' goes after '--')")],
             ),
         ],
     )

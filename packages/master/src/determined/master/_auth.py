@@ -43,8 +43,12 @@ def check_password(hashed_password: str, stored: str) -> bool:
 
 
 def new_token() -> str:
-    """A fresh random bearer token."""
-    return secrets.token_urlsafe(32)
+    """A fresh random bearer token, never starting with ``-``: one in 64 did, and a command line
+    took it for an option (``det token login -Ab3...``: "the following arguments are required")."""
+    while True:
+        token = secrets.token_urlsafe(32)
+        if not token.startswith("-"):
+            return token
 
 
 def token_hash(token: str) -> str:
