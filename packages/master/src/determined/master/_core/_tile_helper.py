@@ -150,8 +150,7 @@ class TileHelpers:
         """Start building ``works``: in a helper process when the batch is large."""
         if sum(work.size for work in works) < MIN_ROWS:
             return Building(self, works, None)
-        with self._lock:
-            helper = self._idle.pop() if self._idle else None
+        helper = self._take_idle()
         try:
             if helper is None:
                 helper = _Helper()
@@ -164,6 +163,15 @@ class TileHelpers:
                 logger.warning("master: starting the chart tile helper failed: %s", exc)
             return Building(self, works, None)
         return Building(self, works, helper)
+
+    def _take_idle(self) -> _Helper | None:
+        """An idle helper that is still running; those that died while idle are dropped."""
+        while True:
+            with self._lock:
+                helper = self._idle.pop() if self._idle else None
+            if helper is None or helper.process.poll() is None:
+                return helper
+            self.lost(helper, RuntimeError(f"it exited while idle ({helper.process.returncode})"))
 
     def idle(self, helper: _Helper) -> None:
         with self._lock:
