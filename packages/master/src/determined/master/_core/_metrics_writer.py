@@ -413,7 +413,7 @@ class MetricsWriter:
         self,
         session: Session,
         by_trial: dict[int, list[_Pending]],
-        runs: dict[int, tuple[Run, dict[str, Any]]],
+        runs: dict[int, tuple[Run, _Searcher]],
         rows_out: list[MetricRow] | None = None,
     ) -> tuple[list[tuple[set[str], set[str]]], list[_Pending]]:
         """Store each trial's requests in ``session`` (metric rows, summaries, chart tiles).
@@ -428,7 +428,7 @@ class MetricsWriter:
         (:func:`_runs_and_searchers`)."""
         seen_updates: list[tuple[set[str], set[str]]] = []
         rest: list[_Pending] = []
-        accepted: list[tuple[Run, dict[str, Any], list[MetricReport]]] = []
+        accepted: list[tuple[Run, _Searcher, list[MetricReport]]] = []
         for trial_id, items in by_trial.items():
             run, searcher = runs.get(trial_id, _MISSING)
             if rows_out is not None and (run is None or self._needs_rollback_check(run, items)):
@@ -461,7 +461,7 @@ class MetricsWriter:
         self,
         session: Session,
         run: Run,
-        searcher: tuple[str | None, bool | None],
+        searcher: _Searcher,
         accepted: list[MetricReport],
         rows_out: list[MetricRow] | None = None,
     ) -> list[tuple[set[str], set[str]]]:
@@ -485,6 +485,8 @@ class MetricsWriter:
 
 
 _VALIDATION = "validation"
+_Searcher = tuple[str | None, bool | None]
+"""An experiment's ``searcher.metric`` and ``searcher.smaller_is_better`` (None: not set)."""
 
 
 def _by_trial(batch: list[_Pending]) -> dict[int, list[_Pending]]:
@@ -496,7 +498,7 @@ def _by_trial(batch: list[_Pending]) -> dict[int, list[_Pending]]:
 
 def _runs_and_searchers(
     session: Session, statement: Any, by_trial: dict[int, list[_Pending]]
-) -> dict[int, tuple[Run, tuple[str | None, bool | None]]]:
+) -> dict[int, tuple[Run, _Searcher]]:
     """The trials' runs (locked, with :data:`_RUNS_LOCKED`) with their experiments'
     ``searcher.metric`` and ``searcher.smaller_is_better``, in one statement: a round trip fewer
     than two, which a one-report transaction notices (its own statements are most of its time on
