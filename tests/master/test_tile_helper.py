@@ -42,28 +42,31 @@ def test_a_helper_builds_what_the_writer_builds() -> None:
     assert helpers.pids() == []
 
 
-def test_dead_helpers_are_replaced_and_lose_no_tiles(
-    module_master: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Helpers that died while idle are dropped (each a failure) and a new one builds the batch;
-    one that dies with a batch on its way is the stuck test's path (its answer never comes)."""
-    monkeypatch.setattr(_tile_helper, "MIN_ROWS", 0)
-    master = module_master
+def _trial_and_its_helper(master: Any) -> tuple[Client, int, int]:
+    """A trial whose first batch was built by the one helper the pool then holds."""
+    _tile_helper.HELPERS.close()  # helpers earlier tests of this process left idle
     client = Client(master.session("determined"))
     trial_id = _unmanaged_trial(client)
     _report(client, trial_id, 1, list(range(1, 200)))
-    pids = _tile_helper.HELPERS.pids()
-    assert pids, "no helper built the batch"
+    (pid,) = _tile_helper.HELPERS.pids()
+    return client, trial_id, pid
+
+
+def test_a_dead_helper_is_replaced_and_loses_no_tiles(
+    module_master: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A helper that died while idle is dropped (a failure) and a new one builds the batch; one
+    that dies with a batch on its way is the stuck test's path (its answer never comes)."""
+    monkeypatch.setattr(_tile_helper, "MIN_ROWS", 0)
+    client, trial_id, pid = _trial_and_its_helper(module_master)
     failures = _tile_helper.HELPERS.failures
-    for pid in pids:
-        os.kill(pid, signal.SIGKILL)
-    for pid in pids:
-        _wait_until_gone(pid)
+    os.kill(pid, signal.SIGKILL)
+    _wait_until_gone(pid)
     _report(client, trial_id, 1, list(range(200, 3000, 3)))  # a promotion
-    assert _tile_helper.HELPERS.failures == failures + len(pids)
+    assert _tile_helper.HELPERS.failures == failures + 1
     fresh = _tile_helper.HELPERS.pids()
-    assert fresh and set(fresh).isdisjoint(pids)
-    assert tile_mismatches(master.db, trial_id) == []
+    assert fresh and pid not in fresh
+    assert tile_mismatches(module_master.db, trial_id) == []
 
 
 def test_a_stuck_helper_is_stopped_and_the_batch_built_by_the_writer(
@@ -71,19 +74,13 @@ def test_a_stuck_helper_is_stopped_and_the_batch_built_by_the_writer(
 ) -> None:
     monkeypatch.setattr(_tile_helper, "MIN_ROWS", 0)
     monkeypatch.setattr(_tile_helper, "TIMEOUT_S", 0.5)
-    client = Client(module_master.session("determined"))
-    trial_id = _unmanaged_trial(client)
-    _report(client, trial_id, 1, list(range(1, 100)))
-    pids = _tile_helper.HELPERS.pids()
-    assert pids, "no helper built the batch"
+    client, trial_id, pid = _trial_and_its_helper(module_master)
     failures = _tile_helper.HELPERS.failures
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-    _report(client, trial_id, 1, list(range(100, 400)))
+    os.kill(pid, signal.SIGSTOP)
+    _report(client, trial_id, 1, list(range(200, 400)))
     assert _tile_helper.HELPERS.failures == failures + 1
     assert tile_mismatches(module_master.db, trial_id) == []
-    for pid in pids:
-        assert not _alive(pid)
+    assert not _alive(pid)
 
 
 def _alive(pid: int) -> bool:
