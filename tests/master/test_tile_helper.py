@@ -42,6 +42,18 @@ def test_a_helper_builds_what_the_writer_builds() -> None:
     assert helpers.pids() == []
 
 
+def test_helpers_that_cannot_start_are_given_up_after_a_few_tries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+    helpers = _tile_helper.TileHelpers()
+    works = [_work(1, 3000)]
+    for _ in range(_tile_helper.MAX_FAILURES_IN_A_ROW + 3):
+        assert helpers.start(works).result() == [build(work) for work in works]
+    assert helpers.failures == _tile_helper.MAX_FAILURES_IN_A_ROW  # then no more attempts
+    assert helpers.pids() == []
+
+
 def _trial_and_its_helper(master: Any) -> tuple[Client, int, int]:
     """A trial whose first batch was built by the one helper the pool then holds."""
     _tile_helper.HELPERS.close()  # helpers earlier tests of this process left idle

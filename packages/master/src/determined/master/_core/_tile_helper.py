@@ -36,6 +36,10 @@ MIN_ROWS = 256
 """A batch of fewer reports is built in the writer's thread: the round trip and the copies would
 cost more than they free (a single report's acknowledgement waits on its transaction)."""
 
+MAX_FAILURES_IN_A_ROW = 5
+"""After this many helpers failed with no success between, the process builds every batch in the
+writer (a helper that cannot start at all, e.g. an interpreter that cannot run ``-m``, would
+otherwise be started, and fail, once per large batch)."""
 TIMEOUT_S = 60.0
 """How long the writer waits for a helper's answer before it stops the helper and builds the batch
 itself (a batch takes the helper well under a second: a helper this slow is stuck)."""
@@ -145,10 +149,14 @@ class TileHelpers:
         self._lock = threading.Lock()
         self.failures = 0
         """Helpers lost to an error so far (tests and logs)."""
+        self._failed_in_a_row = 0
 
     def start(self, works: Sequence[Work]) -> Building:
         """Start building ``works``: in a helper process when the batch is large."""
-        if sum(work.size for work in works) < MIN_ROWS:
+        if (
+            sum(work.size for work in works) < MIN_ROWS
+            or self._failed_in_a_row >= MAX_FAILURES_IN_A_ROW
+        ):
             return Building(self, works, None)
         helper = self._take_idle()
         try:
@@ -159,8 +167,7 @@ class TileHelpers:
             if helper is not None:
                 self.lost(helper, exc)
             else:
-                self.failures += 1
-                logger.warning("master: starting the chart tile helper failed: %s", exc)
+                self._failed(f"starting the chart tile helper failed: {exc}")
             return Building(self, works, None)
         return Building(self, works, helper)
 
@@ -174,15 +181,29 @@ class TileHelpers:
             self.lost(helper, RuntimeError(f"it exited while idle ({helper.process.returncode})"))
 
     def idle(self, helper: _Helper) -> None:
+        """A helper that answered: kept for the next batch."""
         with self._lock:
             self._idle.append(helper)
+            self._failed_in_a_row = 0
 
     def lost(self, helper: _Helper, exc: BaseException) -> None:
         """A helper that failed (it died, a broken pipe): stopped; the batch is built here."""
-        self.failures += 1
-        logger.warning("master: the chart tile helper failed (%s); building in the writer", exc)
+        self._failed(f"the chart tile helper failed ({exc}); building in the writer")
         helper.process.kill()
         helper.close()
+
+    def _failed(self, message: str) -> None:
+        with self._lock:
+            self.failures += 1
+            self._failed_in_a_row += 1
+            given_up = self._failed_in_a_row == MAX_FAILURES_IN_A_ROW
+        logger.warning("master: %s", message)
+        if given_up:
+            logger.error(
+                "master: %d chart tile helpers failed in a row; this master builds every batch's"
+                " tiles in its metrics writer from now on",
+                MAX_FAILURES_IN_A_ROW,
+            )
 
     def close(self) -> None:
         """Stop the idle helpers (one in use stops when its pipe closes with the process)."""
