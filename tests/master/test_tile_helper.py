@@ -9,11 +9,12 @@ import pathlib
 import signal
 import subprocess
 import sys
-import time
 from typing import Any
 
 import pytest
+from master.conftest import wait_for
 from master.test_metric_tiles import _report, _unmanaged_trial, tile_mismatches
+from process_tree import alive
 
 from determined.client import Client
 from determined.master._core import _tile_helper
@@ -92,22 +93,11 @@ def test_a_stuck_helper_is_stopped_and_the_batch_built_by_the_writer(
     _report(client, trial_id, 1, list(range(200, 400)))
     assert _tile_helper.HELPERS.failures == failures + 1
     assert tile_mismatches(module_master.db, trial_id) == []
-    assert not _alive(pid)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().split(") ")[1][0] != "Z"  # a zombie has exited
-    except FileNotFoundError:
-        return False
+    assert not alive(pid)
 
 
 def _wait_until_gone(pid: int) -> None:
-    deadline = time.monotonic() + 30
-    while _alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert not _alive(pid), f"process {pid} still runs"
+    wait_for(lambda: not alive(pid), 30, f"process {pid} to end")
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
@@ -124,7 +114,7 @@ def test_a_helper_exits_when_the_process_that_started_it_is_killed() -> None:
     try:
         assert parent.stdout is not None
         helper = int(parent.stdout.readline())
-        assert _alive(helper)
+        assert alive(helper)
     finally:
         parent.kill()
         parent.wait()

@@ -434,7 +434,7 @@ class MetricsWriter:
             if rows_out is not None and (run is None or self._needs_rollback_check(run, items)):
                 rest.extend(items)
                 continue
-            if run is None or searcher is None:
+            if run is None:
                 for item in items:
                     item.error = APIError(404, f"trial {trial_id} not found")
                 continue
@@ -521,7 +521,7 @@ _RUNS = (
     .where(Run.id.in_(bindparam("ids", expanding=True)))
 )
 _RUNS_LOCKED = _RUNS.order_by(Run.id).with_for_update(of=Run, skip_locked=True)
-_MISSING: tuple[None, None] = (None, None)
+_MISSING: tuple[None, _Searcher] = (None, (None, None))
 
 
 def _load(lane: _Lane) -> int:

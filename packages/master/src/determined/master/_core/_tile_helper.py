@@ -98,6 +98,11 @@ class _Helper:
             raise RuntimeError(f"the tile helper failed:\n{value}")
         return value  # type: ignore[no-any-return]
 
+    def kill(self) -> None:
+        """Stop it now, whatever it is doing."""
+        self.process.kill()
+        self.close()
+
     def close(self) -> None:
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
@@ -137,8 +142,7 @@ class Building:
     def abandon(self) -> None:
         helper, self._helper = self._helper, None
         if helper is not None:  # its answer would be read by the next batch: stop it instead
-            helper.process.kill()
-            helper.close()
+            helper.kill()
 
 
 class TileHelpers:
@@ -189,8 +193,7 @@ class TileHelpers:
     def lost(self, helper: _Helper, exc: BaseException) -> None:
         """A helper that failed (it died, a broken pipe): stopped; the batch is built here."""
         self._failed(f"the chart tile helper failed ({exc}); building in the writer")
-        helper.process.kill()
-        helper.close()
+        helper.kill()
 
     def _failed(self, message: str) -> None:
         with self._lock:
