@@ -32,7 +32,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 
 from _proc import helpers_cpu, helpers_cpu_since, thread_cpu
-from bench_pg_server_cost import BATCH, TRIALS, _reports
+from bench_pg_server_cost import BATCH, TRIALS, _no_tiles, _reports
 from db_rows import experiment_with_runs
 
 from determined.master._core import _metric_tiles
@@ -76,7 +76,7 @@ def run(mode: str, tiles: bool, rounds: int, postgres: bool) -> tuple[float, flo
     """CPU µs per metric row of the writer's threads and of the tile helpers."""
     saved = _metric_tiles.start_tiles
     if not tiles:
-        _metric_tiles.start_tiles = lambda session, batch: _metric_tiles.TileUpdate(session)
+        _metric_tiles.start_tiles = _no_tiles
     try:
         with _database(postgres) as (db, ids):
             writer = MetricsWriter(db.write, lambda *args: None)
