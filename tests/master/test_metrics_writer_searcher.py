@@ -14,7 +14,7 @@ from determined.master._core._metrics_writer import MetricsWriter
 from determined.master.db import Database, Run
 
 
-def _validation(trial: int, step: int, values: dict[str, Any]) -> list[Any]:
+def _validation(step: int, values: dict[str, Any]) -> list[Any]:
     body = {"trialRunId": 1, "stepsCompleted": step, "metrics": {"avgMetrics": values}}
     return parse_reports([("validation", body)])
 
@@ -38,7 +38,7 @@ def test_the_best_validation_follows_the_experiments_searcher(
         writer = MetricsWriter(db.write, lambda *args: None)
         try:
             for step, acc in ((1, 0.5), (2, 0.9), (3, 0.2), (4, 0.7)):
-                writer.write(trial, _validation(trial, step, {"acc": acc}))
+                writer.write(trial, _validation(step, {"acc": acc}))
         finally:
             writer.close()
         with db.read() as session:
