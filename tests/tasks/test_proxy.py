@@ -172,8 +172,10 @@ def test_not_ready_is_503_and_ended_is_404(module_master: Any) -> None:
 
 def test_idle_timeout_counts_only_proxied_traffic(module_master: Any) -> None:
     tasks = module_master.manager.tasks
-    task_id = start(module_master, HTTP_SERVER, idle_timeout=1.5)
+    # Logged in first: the idle clock runs from the moment the task is up, and a login (a password
+    # hash) on a loaded machine took longer than the timeout, so the task died before any traffic.
     token = module_master.login("admin")
+    task_id = start(module_master, HTTP_SERVER, idle_timeout=1.5)
     url = f"{module_master.url}/proxy/{task_id}/ping"
     deadline = time.monotonic() + 3.0
     while time.monotonic() < deadline:  # traffic keeps it alive past its timeout
