@@ -89,6 +89,32 @@ def test_cancel_retries_match_stops_the_restarts(
     assert "Restarting trial" not in logs
 
 
+def test_policies_are_read_from_the_masters_own_database(
+    make_master: Any, context: pathlib.Path
+) -> None:
+    """Two masters in one process whose experiments get the same task id (experiment 1, the same
+    seed: the default seed is the current second): each matches with its own experiment's policies
+    (a CI run once saw the first master's cached policies applied by the second)."""
+    seed = {"experiment_seed": 1234}
+    tasks = []
+    for pattern, restarts in ((NO_MATCH, 1), (MATCH, 0)):
+        api = make_master().api()
+        config = {
+            "name": "log-policies",
+            "entrypoint": "python3 exit7.py",
+            "searcher": {"name": "single", "metric": "x", "max_length": 1},
+            "max_restarts": 1,
+            "reproducibility": seed,
+            "log_policies": [{"pattern": pattern, "action": "cancel_retries"}],
+        }
+        exp_id = api.create_experiment(config, context)
+        assert api.wait_experiment(exp_id, timeout=120) == "STATE_ERROR", api.debug(exp_id)
+        trial, logs = _trial(api, int(exp_id))
+        assert trial["restarts"] == restarts, logs
+        tasks.append(trial["taskId"])
+    assert tasks[0] == tasks[1]  # the case this test is about
+
+
 def test_cancel_retries_without_a_match_restarts(api: Any, context: pathlib.Path) -> None:
     policy = {"pattern": NO_MATCH, "action": {"type": "cancel_retries"}}
     trial, logs = _trial(api, _run(api, context, [policy]))

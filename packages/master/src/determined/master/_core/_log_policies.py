@@ -21,10 +21,11 @@ import dataclasses
 import re
 import socket
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -89,19 +90,27 @@ def _searchable(pattern: str) -> str:
 
 
 class _PolicyCache:
-    """Each task's parsed policies (empty for tasks that are not trials), most recent first."""
+    """Each task's parsed policies (empty for tasks that are not trials), most recent first, per
+    database engine: task ids repeat across databases (``<experiment id>.<request id>``, the request
+    id drawn from a seed that defaults to the current second), and one process may serve several
+    masters (tests, embedded masters), so a task id alone would hand one master another's policies.
+    """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._by_task: collections.OrderedDict[str, tuple[LogPolicy, ...]] = (
-            collections.OrderedDict()
-        )
+        self._by_engine: weakref.WeakKeyDictionary[
+            Engine, collections.OrderedDict[str, tuple[LogPolicy, ...]]
+        ] = weakref.WeakKeyDictionary()
 
     def get(self, session: Session, task_id: str) -> tuple[LogPolicy, ...]:
+        engine = session.connection().engine
         with self._lock:
-            found = self._by_task.get(task_id)
+            by_task = self._by_engine.get(engine)
+            if by_task is None:
+                by_task = self._by_engine[engine] = collections.OrderedDict()
+            found = by_task.get(task_id)
             if found is not None:
-                self._by_task.move_to_end(task_id)
+                by_task.move_to_end(task_id)
                 return found
         config = session.scalar(
             select(Experiment.config)
@@ -111,9 +120,9 @@ class _PolicyCache:
         )
         policies = parse_policies(config) if isinstance(config, Mapping) else ()
         with self._lock:
-            self._by_task[task_id] = policies
-            while len(self._by_task) > _CACHE_SIZE:
-                self._by_task.popitem(last=False)
+            by_task[task_id] = policies
+            while len(by_task) > _CACHE_SIZE:
+                by_task.popitem(last=False)
         return policies
 
 
