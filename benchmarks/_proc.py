@@ -35,19 +35,19 @@ def _threads(pid: int | str) -> list[str]:
 
 
 def helpers_cpu(pid: int | str = "self") -> dict[int, float]:
-    """CPU seconds so far of each chart tile helper (``_tile_helper``) that process ``pid`` (this
+    """CPU seconds so far of each writer helper (``_writer_helpers``) that process ``pid`` (this
     one by default) runs: their CPU is the master's too."""
     out: dict[int, float] = {}
     for tid in _threads(pid):
         with contextlib.suppress(OSError):
             for child in pathlib.Path(f"/proc/{pid}/task/{tid}/children").read_text().split():
                 with contextlib.suppress(OSError):
-                    if b"_tile_helper" in pathlib.Path(f"/proc/{child}/cmdline").read_bytes():
+                    if b"_writer_helpers" in pathlib.Path(f"/proc/{child}/cmdline").read_bytes():
                         out[int(child)] = cpu_seconds(child)
     return out
 
 
 def helpers_cpu_since(before: dict[int, float], pid: int | str = "self") -> float:
-    """CPU seconds the chart tile helpers of ``pid`` spent since ``before`` (:func:`helpers_cpu`;
+    """CPU seconds the writer helpers of ``pid`` spent since ``before`` (:func:`helpers_cpu`;
     a helper started since counts whole)."""
     return sum(cpu - before.get(child, 0.0) for child, cpu in helpers_cpu(pid).items())

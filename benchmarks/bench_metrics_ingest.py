@@ -11,9 +11,9 @@ request (a trial reporting now and then), one after the other, and its acknowled
 request (what upstream's client does). Each reporter uses its trial's own allocation token (the trial
 hands it over through a file), steps count up across requests as in training, and a request body is
 encoded (orjson) before its request is timed. Besides rows/s the table gives the master's CPU time
-per 1,000 rows in the batched phase (its process and its chart tile helper processes together): a
+per 1,000 rows in the batched phase (its process and its writer helper processes together): a
 figure a loaded machine distorts less than rows/s; and the CPU of the master's two busiest threads,
-of all its threads and of its tile helpers in that phase, in cores (the metrics writer and the HTTP
+of all its threads and of its writer helpers in that phase, in cores (the metrics writer and the HTTP
 thread share one interpreter lock: a threads' total near 1.0 says the master is bound by it).
 
 With ``--http-only`` the master acknowledges batches without storing them (``_http_only.py``; the
@@ -183,7 +183,7 @@ def run_load(
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU time so far of process ``pid`` and its chart tile helpers (0 where /proc
+    """User + system CPU time so far of process ``pid`` and its writer helpers (0 where /proc
     cannot tell)."""
     try:
         return cpu_seconds(pid) + sum(helpers_cpu(pid).values())
@@ -274,7 +274,7 @@ def bench(db: str, args: argparse.Namespace) -> dict[str, Any]:
             )
         wall = time.time() - started
         shares = _thread_shares(threads, thread_cpu(master.pid), wall)
-        shares += f"; tile helpers {helpers_cpu_since(helpers, master.pid) / wall:.2f}"
+        shares += f"; writer helpers {helpers_cpu_since(helpers, master.pid) / wall:.2f}"
         # The baseline: the same trials go on, one report per request, from where they were.
         single, single_lat, _ = run_load(url, tokens, sources, args.seconds, 1)
         session.request("POST", f"/api/v1/experiments/{exp}/kill")

@@ -11,7 +11,7 @@ the baselines in the same run switch off parts of the write path:
 - whole path: what the master does;
 - chart tiles off: ``start_tiles`` starts nothing (what the tiles cost).
 
-The master's CPU counts its chart tile helper processes (``_tile_helper``) with it.
+The master's CPU counts its writer helper processes (``_writer_helpers``) with it.
 
 A second table: ``COPY`` of the metric rows alone (2,000 per commit) with the foreign key to
 ``runs`` and without it (what the per-row foreign-key check costs the server).

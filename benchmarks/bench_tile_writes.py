@@ -9,8 +9,8 @@ counting up as in training, in two ways:
 - single reports: after 3,000 steps each, trials post one report per request, one request at a
   time (upstream's client; a trial reporting now and then), 40 rounds.
 
-For each, the CPU per row of the writer's threads and of the chart tile helper processes
-(``_tile_helper``, which build a large batch's tiles), with the tiles (``whole``) and with
+For each, the CPU per row of the writer's threads and of the writer helper processes
+(``_writer_helpers``, which build a large batch's tiles), with the tiles (``whole``) and with
 ``start_tiles`` starting nothing (``tiles off``, the baseline in the same run); their difference
 is what the tiles cost.
 

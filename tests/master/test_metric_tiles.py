@@ -4,7 +4,7 @@ the master's metrics writer (level promotions included) and after rollbacks (a n
 from an earlier step archives later reports); on SQLite and on PostgreSQL.
 
 Each test runs twice: with the tiles built in the writer's thread, and with every batch built by
-a helper process (``_tile_helper.MIN_ROWS`` 0; a large batch is built there by default).
+a helper process (``_writer_helpers.MIN_ROWS`` 0; a large batch is built there by default).
 
 ``tile_mismatches`` is shared with the migration test (tests/master/test_metric_tiles_migration.py).
 """
@@ -21,7 +21,7 @@ import yaml
 
 from determined.client import Client, MasterClient
 from determined.client._client import metrics_body
-from determined.master._core import _metric_tiles, _tile_helper
+from determined.master._core import _metric_tiles, _writer_helpers
 from determined.master._core._metric_tiles import MAX_BUCKETS, level_min, trial_tiles
 from determined.master._core._tile_build import LEVELS
 from determined.master.db import Database
@@ -44,9 +44,9 @@ def client(master: Any) -> Client:
 def builder(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
     """Where the writer builds the tiles of the test's batches."""
     if request.param == "helper":
-        monkeypatch.setattr(_tile_helper, "MIN_ROWS", 0)
+        monkeypatch.setattr(_writer_helpers, "MIN_ROWS", 0)
     else:
-        monkeypatch.setattr(_tile_helper, "MIN_ROWS", 10**9)
+        monkeypatch.setattr(_writer_helpers, "MIN_ROWS", 10**9)
     return str(request.param)
 
 

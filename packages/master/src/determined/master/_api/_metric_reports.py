@@ -9,22 +9,21 @@ request alone.
 from __future__ import annotations
 
 import datetime
-from itertools import chain, repeat
-from operator import itemgetter
+from itertools import repeat
 from typing import Any
 
 from determined.master import _wire
 from determined.master._api._deps import json_object
+from determined.master._api._plain_reports import INT64 as _INT64
+from determined.master._api._plain_reports import SCALARS as _SCALARS
+from determined.master._api._plain_reports import check_group, plain_columns
 from determined.master._core._metrics import MetricReport
 from determined.master.db import utcnow
 
-_COMMON_GROUPS = frozenset(("training", "validation"))
-_SCALARS = (float, int, bool, type(None))
 MAX_METRIC_STRING = 64 * 1024
 """The longest string a metric value may be (a metric is a number, or a short label)."""
 MAX_METRIC_NODES = 10_000
 """The most values (nested, counted) one non-numeric metric may hold; 64 levels at most."""
-_INT64 = 2**63 - 1
 _NO_BATCH: tuple[Any, ...] = ()
 """The batch metrics of a report without any (a list per report would be one more object per report
 for the collector to track while the report waits for its commit)."""
@@ -61,15 +60,6 @@ def _check_values(metrics: dict[str, Any], where: str) -> None:
     for key, value in metrics.items():
         if type(value) not in _SCALARS or (type(value) is int and abs(value) > _INT64):
             _check_value(value, f"{where}.{key}")
-
-
-def check_group(group: Any) -> str:
-    """A metric group name: non-empty, no ``.`` (it names a column prefix in queries)."""
-    if not isinstance(group, str) or not group:  # first: a list or object is not hashable
-        raise _wire.bad_request("group: must be a non-empty string")
-    if "." in group:
-        raise _wire.bad_request(f"group: {group!r} must not contain '.'")
-    return group
 
 
 def _report_time(value: Any, now: datetime.datetime) -> datetime.datetime:
@@ -198,58 +188,11 @@ def batch_size(raw: bytes) -> int:
 
 
 def _parse_plain(pairs: list[tuple[Any, Any]], now: datetime.datetime) -> list[MetricReport] | None:
-    """A batch of plain reports parsed field by field over all reports at once (builtins over
-    columns, not :func:`parse_report`'s checks per report): the shape det's and upstream's
-    clients send, ``{trialRunId, stepsCompleted, metrics: {avgMetrics}}`` with integer ids and
-    steps, scalar metric values and no batch metrics. None for anything else (then each report is
-    parsed, and refused, by :func:`parse_report`): this path accepts only what that one accepts,
-    and builds the same reports (tests/master/test_metric_reports.py)."""
-    groups: list[Any] = list(map(_FIRST, pairs))
-    bodies: list[Any] = list(map(_SECOND, pairs))
-    if set(map(type, groups)) != _STR or set(map(type, bodies)) != _DICT:
+    """A batch of plain reports (:func:`_plain_reports.plain_columns`) parsed over all reports at
+    once; None for anything else (then each report is parsed, and refused, by
+    :func:`parse_report`). Builds the same reports (tests/master/test_metric_reports.py)."""
+    columns = plain_columns(pairs)
+    if columns is None:
         return None
-    distinct = set(groups)
-    if not distinct <= _COMMON_GROUPS:
-        try:
-            for group in distinct:
-                check_group(group)
-        except _wire.APIError:
-            return None
-    steps: list[Any] = list(map(dict.get, bodies, repeat("stepsCompleted")))
-    run_ids: list[Any] = list(map(dict.get, bodies, repeat("trialRunId")))
-    inners: list[Any] = list(map(dict.get, bodies, repeat("metrics")))
-    if set(map(type, steps)) != _INT or set(map(type, run_ids)) != _INT:
-        return None
-    if set(map(type, inners)) != _DICT:
-        return None
-    if min(steps) < -_INT64 or max(steps) > _INT64 or max(map(abs, run_ids)) > _INT64:
-        return None
-    avgs: list[Any] = list(map(dict.get, inners, repeat("avgMetrics")))
-    if set(map(type, avgs)) != _DICT:
-        return None
-    if any(map(dict.get, inners, repeat("batchMetrics"))) or any(
-        map(dict.get, inners, repeat("batch_metrics"))
-    ):
-        return None
-    if any(map(dict.__contains__, avgs, repeat("epoch"))) or any(
-        map(dict.__contains__, avgs, repeat("epochs"))
-    ):
-        return None
-    values = list(chain.from_iterable(map(dict.values, avgs)))
-    kinds = set(map(type, values))
-    if not kinds <= _PLAIN_VALUES:
-        return None
-    if int in kinds and max(abs(v) for v in values if type(v) is int) > _INT64:
-        return None
-    for key in ("reportTime", "report_time"):  # reports with their own times: one by one
-        if list(map(dict.get, bodies, repeat(key))).count(None) != len(bodies):
-            return None
+    groups, run_ids, steps, avgs = columns
     return list(map(MetricReport, groups, run_ids, steps, avgs, repeat(_NO_BATCH), repeat(now)))
-
-
-_FIRST = itemgetter(0)
-_SECOND = itemgetter(1)
-_STR = {str}
-_DICT = {dict}
-_INT = {int}
-_PLAIN_VALUES = frozenset(_SCALARS)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from fastapi import Depends, Request
@@ -25,6 +26,7 @@ from determined.master._api._deps import (
 from determined.master._api._json_route import api_router
 from determined.master._api._metric_reports import batch_size, parse_batch, parse_reports
 from determined.master._api._metric_stream import reply
+from determined.master._api._plain_reports import prepare_batch
 from determined.master._core._metrics_writer import Deferred
 from determined.master._wire import (
     TERMINAL_STATES,
@@ -118,7 +120,12 @@ async def report_metrics_batch(
     raw = await request.body()
     now = utcnow()
     await metrics_writer_of(request).write_async(
-        trial_id, Deferred(batch_size(raw), lambda: parse_batch(raw, now))
+        trial_id,
+        Deferred(
+            batch_size(raw),
+            lambda: parse_batch(raw, now),
+            functools.partial(prepare_batch, raw, now),
+        ),
     )
     return {}
 

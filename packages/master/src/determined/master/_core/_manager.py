@@ -81,6 +81,7 @@ from determined.master._core._usage import ResourceUsage
 from determined.master._core._webhooks import Webhooks
 from determined.master._core._workspaces import Workspaces
 from determined.master.db import Database, utcnow
+from determined.master.db._metric_inserts import prepared_form
 
 
 class Manager:
@@ -158,6 +159,7 @@ class Manager:
                         self.experiments.validations_stored,
                         concurrent=db.concurrent_write,
                         lanes=1 if db.is_sqlite else POSTGRES_WRITER_LANES,
+                        form=prepared_form(db.engine.dialect),
                     )
         return self._metrics_writer
 

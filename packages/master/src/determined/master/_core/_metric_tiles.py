@@ -24,7 +24,7 @@ chunks the batch continues (one SELECT, or from memory), aggregates the batch wi
 whole columns (both kept levels from the reports, no Python code per report or tile), merges, and
 writes the chunks back (one upsert). The aggregation and merge of a trial group continuing its
 range in x order is ``_tile_build.build``, run by a helper process for a large batch
-(``_tile_helper``) while the writer stores the raw rows.
+(``_writer_helpers``) while the writer stores the raw rows.
 
 Rollbacks: a trial resumed from an earlier checkpoint archives the reports of older runs from its
 first new report's step on (see ``_metrics.ingest_many``). ``metric_tile_series.run_id`` records
@@ -41,8 +41,8 @@ import bisect
 import collections
 import math
 import operator
-from collections.abc import Iterable, Iterator, Sequence
-from itertools import chain
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain, pairwise
 from typing import Any
 
 import orjson
@@ -51,6 +51,7 @@ from sqlalchemy.orm import Session
 
 from determined.master._core import _tile_columns as tc
 from determined.master._core._metrics import MetricReport
+from determined.master._core._prepared import Prepared
 from determined.master._core._tile_build import (
     COARSE,
     LEVELS,
@@ -61,8 +62,8 @@ from determined.master._core._tile_build import (
     series_chunks,
 )
 from determined.master._core._tile_columns import CHUNK_BITS, Columns, Tile
-from determined.master._core._tile_helper import HELPERS, Building
 from determined.master._core._tile_tails import TAILS, State, database_key
+from determined.master._core._writer_helpers import HELPERS, Job
 from determined.master.db import Run
 from determined.master.db._metric_inserts import upsert_rows
 
@@ -280,7 +281,7 @@ class TileUpdate:
     def __init__(
         self,
         session: Session,
-        building: Building | None = None,
+        building: Job | None = None,
         recorded: list[tuple[tuple[int, str], State | None, State]] | None = None,
         in_place: dict[tuple[int, str], list[MetricReport]] | None = None,
         known: tuple[dict[int, int], dict[tuple[int, str], State]] | None = None,
@@ -312,27 +313,106 @@ class TileUpdate:
             self._building.abandon()
 
 
+class _Points:
+    """One trial group's points of a batch: from parsed reports, or prepared ones' arrays."""
+
+    __slots__ = ("first", "in_order", "last", "parts", "reports", "size")
+
+    def __init__(self) -> None:
+        self.reports: list[MetricReport] | None = None
+        self.parts: list[Prepared] = []
+        self.first = self.last = self.size = 0
+        self.in_order = True
+
+    @classmethod
+    def of_reports(cls, reports: list[MetricReport]) -> _Points:
+        points = cls()
+        points.reports = reports
+        xs = list(map(int, map(_STEPS, reports)))
+        points.first, points.last, points.size = xs[0], xs[-1], len(xs)
+        points.in_order = xs == sorted(xs)
+        return points
+
+    @classmethod
+    def of_prepared(cls, parts: list[Prepared]) -> _Points:
+        points = cls()
+        points.parts = parts
+        points.first, points.last = parts[0].first_step, parts[-1].last_step
+        points.size = sum(part.size for part in parts)
+        points.in_order = all(part.in_order for part in parts) and all(
+            later.first_step >= earlier.last_step for earlier, later in pairwise(parts)
+        )
+        return points
+
+    def series(self) -> tc.Series:
+        """``{metric: (xs, ys)}`` (``tc.series_columns``; arrays for prepared points)."""
+        if self.reports is not None:
+            reports = self.reports
+            return tc.series_columns(list(map(int, map(_STEPS, reports))), list(map(_AVG, reports)))
+        if len(self.parts) == 1:
+            return self.parts[0].series
+        joined: dict[tuple[int, ...], Any] = {}  # metrics sharing their xs still share them
+        pieces: dict[str, tuple[list[Any], list[Any]]] = {}
+        for part in self.parts:
+            for name, (xs, ys) in part.series.items():
+                got = pieces.setdefault(name, ([], []))
+                got[0].append(xs)
+                got[1].append(ys)
+        out: tc.Series = {}
+        for name, (xs_parts, ys_parts) in pieces.items():
+            key = tuple(map(id, xs_parts))
+            xs = joined.get(key)
+            if xs is None:
+                xs = joined[key] = _concatenated(xs_parts)
+            out[name] = (xs, _concatenated(ys_parts))
+        return out
+
+
+def _concatenated(arrays: list[Any]) -> Any:
+    out = arrays[0][:]
+    for more in arrays[1:]:
+        out += more
+    return out
+
+
 def start_tiles(
-    session: Session, batch: Iterable[tuple[Run, Sequence[MetricReport]]]
+    session: Session,
+    batch: Iterable[tuple[Run, Sequence[MetricReport]]],
+    prepared: Iterable[tuple[Run, Sequence[Prepared]]] = (),
+    reports_of: Callable[[int], list[MetricReport]] | None = None,
 ) -> TileUpdate:
     """:func:`update_tiles` begun before the batch's raw rows are stored: a large batch's chunks
-    are built by a helper process meanwhile (``_tile_helper``).
+    are built by a helper process meanwhile (``_writer_helpers``).
 
     A trial group whose reports continue its stored range in x order (training, step after step)
     is built by ``_tile_build.build``; a rollback or points out of order are merged in place at
     :meth:`TileUpdate.finish` (:func:`_update_in_place`), once the rollback's archival is stored.
+
+    ``prepared``: trials whose requests came prepared by a helper (``_prepared``; a trial is in
+    ``batch`` or here, not both), their points as arrays; ``reports_of`` gives such a trial's
+    reports parsed, for the rare group that is merged in place.
     """
-    by_key: dict[tuple[int, str], list[MetricReport]] = {}
+    by_key: dict[tuple[int, str], _Points] = {}
     runs: dict[int, int] = {}
     for run, reports in batch:
         trial_id = run.id
         runs[trial_id] = run.run_id
         groups = set(map(_GROUP, reports))
         if len(groups) == 1:  # the usual case: one group per trial and batch
-            by_key.setdefault((trial_id, groups.pop()), []).extend(reports)
+            by_key[(trial_id, groups.pop())] = _Points.of_reports(list(reports))
             continue
+        grouped: dict[str, list[MetricReport]] = {}
         for report in reports:
-            by_key.setdefault((trial_id, report.group), []).append(report)
+            grouped.setdefault(report.group, []).append(report)
+        for group, some in grouped.items():
+            by_key[(trial_id, group)] = _Points.of_reports(some)
+    for run, parts in prepared:
+        runs[run.id] = run.run_id
+        grouped_parts: dict[str, list[Prepared]] = {}
+        for part in parts:
+            grouped_parts.setdefault(part.group, []).append(part)
+        for group, some_parts in grouped_parts.items():
+            by_key[(run.id, group)] = _Points.of_prepared(some_parts)
     if not by_key:
         return TileUpdate(session)
     connection = session.connection()
@@ -342,31 +422,36 @@ def start_tiles(
     missing: dict[ChunkKey, Work] = {}  # continued chunks not kept in memory
     recorded: list[tuple[tuple[int, str], State | None, State]] = []
     in_place: dict[tuple[int, str], list[MetricReport]] = {}
-    for (trial_id, group), reports in by_key.items():
+    for (trial_id, group), points in by_key.items():
         run_id = runs[trial_id]
-        xs = list(map(int, map(_STEPS, reports)))
+        first, last = points.first, points.last
         state = states.get((trial_id, group))
-        if xs != sorted(xs) or (
-            state is not None and (xs[0] < state[2] or (xs[0] == state[2] and state[0] < run_id))
+        if not points.in_order or (
+            state is not None and (first < state[2] or (first == state[2] and state[0] < run_id))
         ):
-            in_place[(trial_id, group)] = reports  # out of order, or a rollback
+            # out of order, or a rollback
+            if points.reports is not None:
+                in_place[(trial_id, group)] = points.reports
+            else:
+                assert reports_of is not None, "prepared reports need reports_of"
+                in_place[(trial_id, group)] = [r for r in reports_of(trial_id) if r.group == group]
             continue
-        series = tc.series_columns(xs, list(map(_AVG, reports)))
+        series = points.series()
         if state is None:
             TAILS.forget(db, trial_id, group)
-            low = level_min(xs[-1])
-            works.append(Work(trial_id, group, low, series, len(xs), {}))
-            recorded.append(((trial_id, group), None, (run_id, xs[0], xs[-1], low)))
+            low = level_min(last)
+            works.append(Work(trial_id, group, low, series, points.size, {}))
+            recorded.append(((trial_id, group), None, (run_id, first, last, low)))
             continue
         _, old_min, old_max, old_low = state
-        low = max(old_low, level_min(xs[-1]))
-        after = (run_id, min(old_min, xs[0]), xs[-1], low)
+        low = max(old_low, level_min(last))
+        after = (run_id, min(old_min, first), last, low)
         if low > old_low:
             promoted = (old_low, _take_all(connection, trial_id, group))
-            works.append(Work(trial_id, group, low, series, len(xs), {}, promoted))
+            works.append(Work(trial_id, group, low, series, points.size, {}, promoted))
             recorded.append(((trial_id, group), None, after))
             continue
-        work = Work(trial_id, group, low, series, len(xs), {})
+        work = Work(trial_id, group, low, series, points.size, {})
         kept = TAILS.get(db, trial_id, group, state)
         for name in series:
             for level in (low + offset for offset in LEVELS):

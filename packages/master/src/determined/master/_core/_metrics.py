@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -10,6 +11,7 @@ from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from determined.master import _wire
+from determined.master._core._prepared import Prepared
 from determined.master.db import Metric, Run, utcnow
 from determined.master.db._metric_inserts import MetricRow, insert_metric_rows
 
@@ -51,10 +53,10 @@ def _summarize_checked(
     return out, plain
 
 
-def _add_numbers(entry: dict[str, Any], column: list[Any]) -> bool:
-    """Fold ``column`` into ``entry`` when every value is a finite int or float; False (``entry``
-    untouched) otherwise."""
-    if not set(map(type, column)) <= _NUMBER_TYPES:
+def _add_numbers(entry: dict[str, Any], column: Sequence[Any]) -> bool:
+    """Fold ``column`` into ``entry`` when every value is a finite int or float (an
+    ``array('d')`` of a prepared request is); False (``entry`` untouched) otherwise."""
+    if type(column) is not array and not set(map(type, column)) <= _NUMBER_TYPES:
         return False
     fresh = entry.get("type") != "number"
     total = sum(column, 0.0 if fresh else entry["sum"])
@@ -75,7 +77,7 @@ def _add_numbers(entry: dict[str, Any], column: list[Any]) -> bool:
     return True
 
 
-def _add_each(entry: dict[str, Any], column: list[Any]) -> None:
+def _add_each(entry: dict[str, Any], column: Sequence[Any]) -> None:
     """Fold ``column`` into ``entry`` value by value (strings, objects, NaN/Infinity)."""
     for raw in column:
         value = _wire.to_float(raw)
@@ -117,6 +119,21 @@ def _finite_or_clean(values: Any) -> Any:
 def _insert_rows(session: Session, rows: list[MetricRow]) -> None:
     """One bulk insert of metric rows in the session's transaction (see ``db._metric_inserts``)."""
     insert_metric_rows(session.connection(), rows)
+
+
+def _archive(session: Session, run: Run, group: str, steps: int) -> None:
+    """Archive what older runs of ``run`` reported in ``group`` from ``steps`` on (a rollback)."""
+    session.execute(
+        update(Metric)
+        .where(
+            Metric.trial_id == run.id,
+            Metric.group == group,
+            Metric.trial_run_id < run.run_id,
+            Metric.total_batches >= steps,
+            Metric.archived.is_(False),
+        )
+        .values(archived=True)
+    )
 
 
 class MetricReport:
@@ -170,7 +187,7 @@ def ingest_many(
     smaller_is_better: bool,
     *,
     groups_seen: frozenset[str] | set[str] = frozenset(),
-    rows_out: list[MetricRow] | None = None,
+    rows_out: list[MetricRow | Prepared] | None = None,
 ) -> list[Metric | None]:
     """Store reports of ``run`` in the open transaction and update its summaries once.
 
@@ -192,17 +209,7 @@ def ingest_many(
             if report.group not in groups_seen:
                 first_steps.setdefault(report.group, report.steps)
         for group, steps in first_steps.items():
-            session.execute(
-                update(Metric)
-                .where(
-                    Metric.trial_id == run.id,
-                    Metric.group == group,
-                    Metric.trial_run_id < run.run_id,
-                    Metric.total_batches >= steps,
-                    Metric.archived.is_(False),
-                )
-                .values(archived=True)
-            )
+            _archive(session, run, group, steps)
     summary = dict(run.summary_metrics or {})
     by_group: dict[str, list[dict[str, Any]]] = {}
     for report in reports:
@@ -261,3 +268,39 @@ def ingest_many(
     run.total_batches = max(run.total_batches or 0, *(r.steps for r in reports))
     run.last_activity = utcnow()
     return rows
+
+
+def ingest_prepared(
+    session: Session,
+    run: Run,
+    parts: list[Prepared],
+    *,
+    groups_seen: frozenset[str] | set[str] = frozenset(),
+    rows_out: list[MetricRow | Prepared] | None = None,
+) -> None:
+    """:func:`ingest_many` for requests a helper prepared (``_prepared``: no validation reports,
+    so nothing for the searcher): the rollback archival, the run's summaries folded from each
+    metric's column, and the rows inserted as prepared (or, with ``rows_out``, appended to it)."""
+    if not parts:
+        return
+    if run.run_id > 1:
+        first_steps: dict[str, int] = {}
+        for part in parts:
+            if part.group not in groups_seen:
+                first_steps.setdefault(part.group, part.first_step)
+        for group, steps in first_steps.items():
+            _archive(session, run, group, steps)
+    summary = dict(run.summary_metrics or {})
+    for part in parts:
+        metrics = dict(summary.get(part.group) or {})
+        for name, column in part.columns.items():
+            entry = dict(metrics.get(name) or {})
+            metrics[name] = entry
+            if not _add_numbers(entry, column):
+                _add_each(entry, column)
+        summary[part.group] = metrics
+    if rows_out is not None:
+        rows_out.extend(parts)
+    else:
+        insert_metric_rows(session.connection(), list(parts))
+    run.summary_metrics = summary

@@ -12,6 +12,13 @@ API edge's parser of a request's body (:class:`Deferred`, run by the writer thre
 transaction), a callable that opens the lifecycle transaction, and a callback that hears each trial's
 stored validation reports (the experiments service feeds them to the searcher in the same
 transaction).
+
+Large requests waiting behind the transaction in progress are prepared by a helper process
+meanwhile (``Deferred.prepare``, ``_prepared``): decoded, checked, their rows in the database's
+insert form and their summaries' and tiles' columns as arrays, so that the writer's thread, which
+shares the master's interpreter lock with the HTTP thread, only folds and inserts them. A trial's
+requests in one transaction are all prepared or all parsed (the order of its rows and summaries
+is the order of its requests either way); anything a helper does not take is parsed as before.
 """
 
 from __future__ import annotations
@@ -27,8 +34,11 @@ from typing import Any, NamedTuple
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
+from determined.master import _wire
 from determined.master._core import _metric_tiles, _metrics
 from determined.master._core._metrics import MetricReport
+from determined.master._core._prepared import Prepared, call
+from determined.master._core._writer_helpers import HELPERS, Job
 from determined.master._wire import APIError
 from determined.master.db import Experiment, Metric, Run
 from determined.master.db._metric_inserts import MetricRow, insert_metric_rows
@@ -47,6 +57,9 @@ POSTGRES_WRITER_LANES = 2
 """Metric writer lanes on PostgreSQL (SQLite has one writer: its file lock admits no other). Two
 measured 1.3 times the rows per second of one on 2 cores (benchmarks/RESULTS.md); three, in an early
 trial, no more than two."""
+PREPARED_MIN_REPORTS = 64
+"""A deferred request of at least this many reports is prepared by a helper process when it waits
+behind a transaction (smaller ones cost less to parse than to send)."""
 SMALL_REQUEST = 16
 """A request of at most this many reports joins the next transaction whatever its size: a trial
 reporting now and then is acknowledged within about one commit even while a hundred trials
@@ -66,28 +79,61 @@ class Deferred(NamedTuple):
     size: int
     """The number of reports (an estimate is fine: it sizes transactions, nothing else)."""
     parse: Callable[[], list[MetricReport]]
+    prepare: Callable[[int, str], Prepared | None] | None = None
+    """The request made ready to store by a helper process, ``prepare(trial_id, form)``
+    (``_prepared``; it must pickle by reference: a ``functools.partial`` of a module-level
+    function of a module that imports nothing heavy), or None for a shape left to ``parse``."""
 
 
 class _Pending:
-    __slots__ = ("done", "error", "future", "loop", "parse", "reports", "size", "trial_id")
+    __slots__ = (
+        "done",
+        "error",
+        "future",
+        "loop",
+        "parse",
+        "prepare",
+        "prepared",
+        "preparing",
+        "reports",
+        "size",
+        "trial_id",
+    )
 
     def __init__(self, trial_id: int, reports: list[MetricReport] | Deferred) -> None:
         self.trial_id = trial_id
+        self.prepare: Callable[[int, str], Prepared | None] | None = None
         if isinstance(reports, Deferred):
             self.size = max(1, reports.size)
             self.parse: Callable[[], list[MetricReport]] | None = reports.parse
+            self.prepare = reports.prepare
             self.reports: list[MetricReport] = []
         else:
             self.size = len(reports)
             self.parse = None
             self.reports = reports
+        self.prepared: Prepared | None = None
+        """The request as a helper prepared it (then ``reports`` stays empty)."""
+        self.preparing: _Preparing | None = None
         self.done = threading.Event()
         self.error: BaseException | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.future: asyncio.Future[None] | None = None
 
     def ready(self) -> bool:
-        """Parse a deferred request's reports; False (its error set) when they are refused."""
+        """Take a helper's preparation, else parse a deferred request's reports; False (its error
+        set) when they are refused."""
+        preparing, self.preparing = self.preparing, None
+        if preparing is not None:
+            preparing.wait()  # hands this request, and the others of its job, their preparation
+        if self.prepared is not None:
+            return True
+        return self.parsed()
+
+    def parsed(self) -> bool:
+        """Parse the reports (dropping a preparation: a trial whose requests are not all
+        prepared, or a rollback's tiles, wants them parsed); False when they are refused."""
+        self.prepared = None
         parse, self.parse = self.parse, None
         if parse is not None:
             try:
@@ -97,11 +143,42 @@ class _Pending:
                 return False
         return True
 
+    def taken_by_helper(self) -> bool:
+        """Whether a helper prepares, or prepared, this request."""
+        return self.preparing is not None or self.prepared is not None
+
+    def groups(self) -> set[str]:
+        if self.prepared is not None:
+            return {self.prepared.group}
+        return {report.group for report in self.reports}
+
     def finish(self) -> None:
         if self.loop is not None and self.future is not None:
             self.loop.call_soon_threadsafe(_resolve, self.future, self.error)
         else:
             self.done.set()
+
+
+class _Preparing:
+    """Queued requests being prepared by a helper process, as one job (``_writer_helpers``)."""
+
+    def __init__(self, items: list[_Pending]) -> None:
+        self._items = items
+        self._job: Job | None = None
+
+    def submit(self, form: str) -> None:
+        items = self._items
+        calls = [(item.prepare, item.trial_id, form) for item in items]
+        self._job = HELPERS.submit(call, calls, lambda: [None] * len(items))
+
+    def wait(self) -> None:
+        """Hand each request its preparation (None: not prepared, it is parsed instead)."""
+        job, self._job = self._job, None
+        if job is None:
+            return
+        for item, prepared in zip(self._items, job.result(), strict=True):
+            item.prepared = prepared
+            item.preparing = None
 
 
 def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
@@ -163,9 +240,12 @@ class _Lane:
         name: str,
         max_reports: int,
         on_done: Callable[[_Pending], None],
+        form: str | None = None,
     ) -> None:
         self._store = store
         self._max_reports = max_reports
+        self._form = form
+        """The insert form a helper prepares large requests in (None: the writer parses all)."""
         self._on_done = on_done
         self.load = 0
         """Reports queued or in the transaction in progress (read without the lock: a hint)."""
@@ -234,12 +314,38 @@ class _Lane:
             self._small_round = small_only
             return batch
 
+    def _prepare_ahead(self) -> None:
+        """Have a helper prepare the large requests queued for the next transaction while this
+        one is stored."""
+        if self._form is None:
+            return
+        items: list[_Pending] = []
+        with self._wake:
+            # at most a transaction's worth ahead: more would only keep more helpers busy
+            count = sum(item.size for item in self.queue if item.taken_by_helper())
+            for item in self.queue:
+                if count >= self._max_reports:
+                    break
+                if item.prepare is None or item.parse is None or item.taken_by_helper():
+                    continue
+                if item.size < PREPARED_MIN_REPORTS:
+                    continue
+                items.append(item)
+                count += item.size
+            if not items:
+                return
+            preparing = _Preparing(items)
+            for item in items:
+                item.preparing = preparing
+        preparing.submit(self._form)  # outside the lock: requests keep arriving meanwhile
+
     def _run(self) -> None:
         while True:
             batch = self._take()
             if not batch:
                 return  # closed and drained
             ready = [item for item in batch if item.ready()]
+            self._prepare_ahead()
             try:
                 if ready:
                     self._store(ready)
@@ -288,7 +394,10 @@ class MetricsWriter:
         *,
         concurrent: Transaction | None = None,
         lanes: int = 1,
+        form: str | None = None,
     ) -> None:
+        """``form``: the insert form of the database (``db._metric_inserts.prepared_form``) in
+        which helper processes prepare large requests; None: the writer's thread parses them."""
         self._transaction = transaction
         self._on_validation = on_validation
         self._concurrent = concurrent if lanes > 1 else None
@@ -305,7 +414,8 @@ class MetricsWriter:
         if count > 1:
             names.append("det-metrics-writer-express")
         made = [
-            _Lane(self._store, name, MAX_REPORTS_PER_COMMIT // count, self._done) for name in names
+            _Lane(self._store, name, MAX_REPORTS_PER_COMMIT // count, self._done, form)
+            for name in names
         ]
         self._lanes = made[:count]
         self._express = made[count] if count > 1 else None
@@ -398,7 +508,7 @@ class MetricsWriter:
         row lock while holding one, so it cannot deadlock with the lifecycle's transactions."""
         assert self._concurrent is not None
         by_trial = _by_trial(batch)
-        rows: list[MetricRow] = []
+        rows: list[MetricRow | Prepared] = []
         with self._concurrent() as session:
             locked = _runs_and_searchers(session, _RUNS_LOCKED, by_trial)
             seen_updates, rest = self._store_runs(session, by_trial, locked, rows)
@@ -414,7 +524,7 @@ class MetricsWriter:
         session: Session,
         by_trial: dict[int, list[_Pending]],
         runs: dict[int, tuple[Run, _Searcher]],
-        rows_out: list[MetricRow] | None = None,
+        rows_out: list[MetricRow | Prepared] | None = None,
     ) -> tuple[list[tuple[set[str], set[str]]], list[_Pending]]:
         """Store each trial's requests in ``session`` (metric rows, summaries, chart tiles).
 
@@ -429,6 +539,7 @@ class MetricsWriter:
         seen_updates: list[tuple[set[str], set[str]]] = []
         rest: list[_Pending] = []
         accepted: list[tuple[Run, _Searcher, list[MetricReport]]] = []
+        prepared: list[tuple[Run, list[Prepared]]] = []
         for trial_id, items in by_trial.items():
             run, searcher = runs.get(trial_id, _MISSING)
             if rows_out is not None and (run is None or self._needs_rollback_check(run, items)):
@@ -438,12 +549,36 @@ class MetricsWriter:
                 for item in items:
                     item.error = APIError(404, f"trial {trial_id} not found")
                 continue
+            if all(item.prepared is not None for item in items):
+                prepared.append((run, _accepted_prepared(run, items)))
+                continue
+            for item in items:  # a trial's requests go one way: all prepared, or all parsed
+                if item.prepared is not None:
+                    item.parsed()
             accepted.append((run, searcher, _accepted(run, items)))
+
+        def reports_of(trial_id: int) -> list[MetricReport]:
+            """A prepared trial's accepted reports parsed, for tiles merged in place (rare). Its
+            bodies were plain, with the run's id: they parse, and need no ``check_run``."""
+            return [
+                report
+                for item in by_trial[trial_id]
+                if item.error is None and item.parse is not None
+                for report in item.parse()
+            ]
+
         # chart tiles (P2): a large batch's are built by a helper while its rows are stored
-        tiles = _metric_tiles.start_tiles(session, [(run, reports) for run, _, reports in accepted])
+        tiles = _metric_tiles.start_tiles(
+            session,
+            [(run, reports) for run, _, reports in accepted],
+            prepared,
+            reports_of,
+        )
         try:
             for run, searcher, reports in accepted:
                 seen_updates.extend(self._store_trial(session, run, searcher, reports, rows_out))
+            for run, parts in prepared:
+                seen_updates.extend(self._store_prepared(session, run, parts, rows_out))
         except BaseException:
             tiles.abandon()
             raise
@@ -455,7 +590,20 @@ class MetricsWriter:
         if run.run_id <= 1:
             return False
         seen = self._groups_seen.get((run.id, run.run_id))
-        return seen is None or not {r.group for item in items for r in item.reports} <= seen
+        return seen is None or not set().union(*(item.groups() for item in items)) <= seen
+
+    def _store_prepared(
+        self,
+        session: Session,
+        run: Run,
+        parts: list[Prepared],
+        rows_out: list[MetricRow | Prepared] | None,
+    ) -> list[tuple[set[str], set[str]]]:
+        if not parts:
+            return []
+        seen = self._groups_seen.setdefault((run.id, run.run_id), set())
+        _metrics.ingest_prepared(session, run, parts, groups_seen=seen, rows_out=rows_out)
+        return [(seen, {part.group for part in parts})]
 
     def _store_trial(
         self,
@@ -463,7 +611,7 @@ class MetricsWriter:
         run: Run,
         searcher: _Searcher,
         accepted: list[MetricReport],
-        rows_out: list[MetricRow] | None = None,
+        rows_out: list[MetricRow | Prepared] | None = None,
     ) -> list[tuple[set[str], set[str]]]:
         if not accepted:
             return []
@@ -555,6 +703,22 @@ def _accepted(run: Run, items: list[_Pending]) -> list[MetricReport]:
             item.error = exc
             continue
         accepted.extend(item.reports)
+    return accepted
+
+
+def _accepted_prepared(run: Run, items: list[_Pending]) -> list[Prepared]:
+    """The prepared requests of ``items`` that ``run`` accepts (``_metrics.check_run``'s rule:
+    they name their run, which must be the current one); a refused one gets its 400."""
+    accepted: list[Prepared] = []
+    for item in items:
+        prepared = item.prepared
+        assert prepared is not None
+        if prepared.run_id != run.run_id:
+            item.error = _wire.bad_request(
+                f"invalid run id, {prepared.run_id} (reported) != {run.run_id} (expected)"
+            )
+            continue
+        accepted.append(prepared)
     return accepted
 
 

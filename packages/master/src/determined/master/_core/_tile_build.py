@@ -4,7 +4,7 @@
 batch may merge into (handed over by ``_metric_tiles.update_tiles``, which reads them), into the
 encoded chunk rows to upsert and the chunks to keep in memory. It touches no database and imports
 nothing heavy, so that it runs either in the writer's thread or in a helper process
-(``_tile_helper``), where the bucketing, merging and encoding of a large batch leave the master's
+(``_writer_helpers``), where the bucketing, merging and encoding of a large batch leave the master's
 interpreter free for its HTTP thread.
 """
 
@@ -100,6 +100,21 @@ def promoted_chunks(
     }
 
 
+def _lists(series: Series) -> Series:
+    """``series`` with lists for columns given as arrays (prepared reports' points, which travel
+    to a helper as arrays: ``_prepared``); columns shared by several metrics stay shared."""
+    converted: dict[int, list[Any]] = {}
+    out: Series = {}
+    for name, (xs, ys) in series.items():
+        if type(xs) is not list:
+            found = converted.get(id(xs))
+            if found is None:
+                found = converted[id(xs)] = list(xs)
+            xs = found
+        out[name] = (xs, ys if type(ys) is list else list(ys))
+    return out
+
+
 def build(work: Work) -> Built:
     """The chunk rows ``work`` writes (merged with what it continues) and the tails to keep."""
     trial_id, group = work.trial_id, work.group
@@ -107,7 +122,7 @@ def build(work: Work) -> Built:
     if work.promoted is not None:
         old, stored = work.promoted
         out = promoted_chunks(trial_id, group, work.low - old, stored)
-    for key, columns in series_chunks(trial_id, group, work.series, work.low).items():
+    for key, columns in series_chunks(trial_id, group, _lists(work.series), work.low).items():
         before = out.get(key)
         if before is None:
             found = work.continued.get((key[2], key[3]))

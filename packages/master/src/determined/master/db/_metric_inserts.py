@@ -25,6 +25,7 @@ Every path inserts inside the caller's transaction: nothing is visible before it
 from __future__ import annotations
 
 import datetime
+from collections.abc import Sequence
 from itertools import groupby
 from operator import itemgetter
 from typing import Any
@@ -33,6 +34,8 @@ import orjson
 from sqlalchemy import insert
 from sqlalchemy.engine import Connection
 
+from determined.master._core._prepared import Prepared, sqlite_time
+from determined.master._metric_text import aware, copy_json, copy_text, naive_utc
 from determined.master.db._models import Metric
 
 COLUMNS = "trial_id, trial_run_id, metric_group, total_batches, end_time, metrics, archived"
@@ -46,28 +49,6 @@ one-report baseline of ``benchmarks/bench_metrics_ingest.py`` lost ~10 % of its 
 MetricRow = tuple[int, int | None, str, int, datetime.datetime, dict[str, Any], bool]
 """One metric row, in :data:`COLUMNS` order (``metrics`` as a dict, encoded here)."""
 
-_UTC = datetime.timezone.utc
-_COPY_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def _naive_utc(value: datetime.datetime) -> str:
-    if value.tzinfo is not None and value.utcoffset():
-        value = value.astimezone(_UTC)
-    return value.replace(tzinfo=None).isoformat(" ", "microseconds")
-
-
-def _aware(value: datetime.datetime) -> datetime.datetime:
-    """A naive time (UTC by the master's convention) made explicit, as COPY's text gets it: the
-    server would read a naive value in its session time zone."""
-    return value if value.tzinfo is not None else value.replace(tzinfo=_UTC)
-
-
-def _copy_text(value: str) -> str:
-    """``value`` escaped for a field of PostgreSQL's COPY text format."""
-    if "\\" in value or "\t" in value or "\n" in value or "\r" in value:
-        return value.translate(_COPY_ESCAPES)
-    return value
-
 
 def copy_buffer(rows: list[MetricRow]) -> bytes:
     """The COPY text-format payload of ``rows``."""
@@ -75,18 +56,14 @@ def copy_buffer(rows: list[MetricRow]) -> bytes:
     group_text: dict[str, str] = {}
     last_time: Any = None
     last_text = ""
-    dumps = orjson.dumps
     for trial_id, run_id, group, steps, end_time, metrics, archived in rows:
         escaped = group_text.get(group)
         if escaped is None:
-            escaped = group_text[group] = _copy_text(group)
-        # orjson escapes control characters inside JSON strings, so only backslashes need doubling.
-        text = dumps(metrics).decode()
-        if "\\" in text:
-            text = text.replace("\\", "\\\\")
+            escaped = group_text[group] = copy_text(group)
+        text = copy_json(metrics)
         if end_time is not last_time:  # a request's reports usually share one time
             last_time = end_time
-            last_text = _aware(end_time).isoformat()
+            last_text = aware(end_time).isoformat()
         lines.append(
             f"{trial_id}\t{run_id}\t{escaped}\t{steps}\t{last_text}\t{text}\t"
             f"{'t' if archived else 'f'}\n"
@@ -118,7 +95,7 @@ def _insert_sqlite(connection: Connection, rows: list[MetricRow]) -> None:
     singles: list[tuple[Any, ...]] = []
     for (end_time, trial_id, group, run_id, archived), grouped in groupby(rows, _RUN_KEY):
         run = list(grouped)
-        time_text = _naive_utc(end_time)
+        time_text = naive_utc(end_time)
         if len(run) < STEPPED_ROWS:
             singles.extend(
                 (t, r, g, s, time_text, dumps(m).decode(), int(a)) for t, r, g, s, _, m, a in run
@@ -139,39 +116,72 @@ _RUN_KEY = itemgetter(4, 0, 2, 1, 6)
 _STEPS_AND_METRICS = itemgetter(3, 5)
 
 
-def insert_metric_rows(connection: Connection, rows: list[MetricRow]) -> None:
-    """Insert ``rows`` in ``connection``'s transaction."""
+def insert_metric_rows(connection: Connection, rows: Sequence[MetricRow | Prepared]) -> None:
+    """Insert ``rows`` in ``connection``'s transaction, in order: metric rows, and requests a
+    helper prepared in this database's form (``_core._prepared``: SQLite and psycopg only)."""
     if not rows:
         return
     dialect = connection.dialect
     if dialect.name == "sqlite":
-        _insert_sqlite(connection, rows)
+        for prepared, run in groupby(rows, _is_prepared):
+            if not prepared:
+                _insert_sqlite(connection, list(run))  # type: ignore[arg-type]
+                continue
+            for part in run:
+                assert isinstance(part, Prepared)
+                connection.exec_driver_sql(
+                    _SQLITE_RUN,
+                    (part.trial_id, part.run_id, part.group, sqlite_time(part), 0, part.payload),
+                )
         return
     if dialect.name == "postgresql" and dialect.driver == "psycopg":
-        if len(rows) <= FEW_METRIC_ROWS:
+        if len(rows) <= FEW_METRIC_ROWS and not any(map(_is_prepared, rows)):
             dumps = orjson.dumps
             marks = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(rows))
+            plain: list[MetricRow] = rows  # type: ignore[assignment]
             connection.exec_driver_sql(
                 f"INSERT INTO metrics ({COLUMNS}) VALUES {marks}",
                 tuple(
                     value
-                    for t, r, g, s, e, m, a in rows
-                    for value in (t, r, g, s, _aware(e), dumps(m).decode(), a)
+                    for t, r, g, s, e, m, a in plain
+                    for value in (t, r, g, s, aware(e), dumps(m).decode(), a)
                 ),
             )
             return
+        buffer = b"".join(
+            b"".join(part.payload.encode() for part in run)  # type: ignore[union-attr]
+            if prepared
+            else copy_buffer(list(run))  # type: ignore[arg-type]
+            for prepared, run in groupby(rows, _is_prepared)
+        )
         raw = connection.connection.driver_connection
         with (
             raw.cursor() as cursor,  # type: ignore[union-attr]
             cursor.copy(f"COPY metrics ({COLUMNS}) FROM STDIN") as copy,
         ):
-            copy.write(copy_buffer(rows))
+            copy.write(buffer)
         return
+    if any(map(_is_prepared, rows)):
+        raise ValueError(f"no prepared metric rows on {dialect.name} (see prepared_form)")
     names = [name.strip() for name in COLUMNS.split(",")]
     connection.execute(
         insert(Metric.__table__),  # type: ignore[arg-type]
         [dict(zip(names, row, strict=True)) for row in rows],
     )
+
+
+def prepared_form(dialect: Any) -> str | None:
+    """The form ``_core._prepared`` prepares requests in for this SQLAlchemy dialect, or None
+    when its inserts take only metric rows."""
+    if dialect.name == "sqlite":
+        return "sqlite"
+    if dialect.name == "postgresql" and dialect.driver == "psycopg":
+        return "postgresql"
+    return None
+
+
+def _is_prepared(row: Any) -> bool:
+    return type(row) is Prepared
 
 
 FEW_ROWS = 32

@@ -1,15 +1,23 @@
-"""Helper processes that build chart tile chunks for the metrics writer (``_tile_build.build``).
+"""Helper processes of the metrics writer: the work of a large request or batch that needs no
+database, done outside the master's interpreter.
 
-The master's threads share one interpreter lock, and at high ingestion rates the writer's chart
-tile arithmetic (a third of its time per row) is time the HTTP thread cannot parse the next
-requests in. A large batch's :class:`~determined.master._core._tile_build.Work` is therefore sent
-to a helper process, and the writer waits on the pipe without holding the lock. The helper is a
-pure function server: the writer reads and writes the database, in its own transaction, as before.
+The master's threads share one interpreter lock, and at high ingestion rates the metrics writer's
+own Python is time the HTTP thread cannot receive the next requests in. Two kinds of work go to a
+helper process, where the writer waits on a pipe without holding the lock:
 
-A helper is started on first use (``python -m determined.master._core._tile_helper``, a few
-light imports), serves one writer thread at a time, and exits when its pipe closes (the master
-stopped, or was killed). Any failure of a helper (it died, a broken pipe) loses nothing: the
-batch is built in the writer's thread instead, and the next large batch starts a new helper.
+- a large batch's chart tiles (:meth:`WriterHelpers.start`, ``_tile_build.build``), built while
+  the writer stores the batch's raw rows;
+- large requests waiting behind the transaction in progress, prepared to store
+  (:meth:`WriterHelpers.submit` of ``_prepared.call``, by ``_metrics_writer``): decoded, checked,
+  their rows put in the database's insert form, their summaries' and tiles' columns made.
+
+A helper is a pure function server (``fn(*args)`` for each call of a job, ``fn`` pickled by
+name): the writer reads and writes the database, in its own transaction, as before. It is started
+on first use (``python -m determined.master._core._writer_helpers``, a few light imports), serves
+one job at a time, and exits when its pipe closes (the master stopped, or was killed). Any
+failure of a helper (it died, a broken pipe) loses nothing: its job's ``local`` answer is used
+instead (the tiles built in the writer's thread, requests parsed there), and the next job starts
+a new helper.
 """
 
 from __future__ import annotations
@@ -25,10 +33,10 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from determined.master._core._tile_build import Built, Work, build
+from determined.master._core._tile_build import Work, build
 
 logger = logging.getLogger("determined.master")
 
@@ -62,10 +70,10 @@ def _read(fd: int, size: int, deadline: float | None) -> bytes:
         if deadline is not None:
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError(f"the tile helper did not answer within {TIMEOUT_S:g} s")
+                raise TimeoutError(f"the writer helper did not answer within {TIMEOUT_S:g} s")
         part = os.read(fd, min(size, 1 << 20))
         if not part:
-            raise EOFError("the tile helper's pipe closed")
+            raise EOFError("the writer helper's pipe closed")
         parts.append(part)
         size -= len(part)
     return b"".join(parts)
@@ -87,15 +95,16 @@ class _Helper:
             bufsize=0,
         )
 
-    def send(self, works: Sequence[Work]) -> None:
+    def send(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> None:
+        """Ask for ``[fn(*args) for args in calls]`` (``fn`` is pickled by name)."""
         assert self.process.stdin is not None
-        _send(self.process.stdin.fileno(), list(works))
+        _send(self.process.stdin.fileno(), (fn, list(calls)))
 
-    def receive(self) -> list[Built]:
+    def receive(self) -> list[Any]:
         assert self.process.stdout is not None
         status, value = _receive(self.process.stdout.fileno(), time.monotonic() + TIMEOUT_S)
         if status != "ok":
-            raise RuntimeError(f"the tile helper failed:\n{value}")
+            raise RuntimeError(f"the writer helper failed:\n{value}")
         return value  # type: ignore[no-any-return]
 
     def kill(self) -> None:
@@ -117,27 +126,30 @@ class _Helper:
             self.process.wait()
 
 
-class Building:
-    """A batch's chunks being built: :meth:`result` waits for them (in a helper, the writer's
-    thread meanwhile stores the batch's raw rows), :meth:`abandon` drops them (a failed
-    transaction)."""
+class Job:
+    """Calls being answered: :meth:`result` waits for them (in a helper, the writer's thread
+    meanwhile stores a batch), :meth:`abandon` drops them (a failed transaction)."""
 
-    def __init__(self, owner: TileHelpers, works: Sequence[Work], helper: _Helper | None) -> None:
+    def __init__(
+        self, owner: WriterHelpers, local: Callable[[], list[Any]], helper: _Helper | None
+    ) -> None:
         self._owner = owner
-        self._works = works
+        self._local = local
         self._helper = helper
 
-    def result(self) -> list[Built]:
+    def result(self) -> list[Any]:
+        """The answers, in order; when no helper answers, what ``local`` gives (the writer's own
+        work: the tiles built here, or nothing prepared)."""
         helper, self._helper = self._helper, None
         if helper is None:
-            return [build(work) for work in self._works]
+            return self._local()
         try:
-            built = helper.receive()
+            answers = helper.receive()
         except Exception as exc:
             self._owner.lost(helper, exc)
-            return [build(work) for work in self._works]
+            return self._local()
         self._owner.idle(helper)
-        return built
+        return answers
 
     def abandon(self) -> None:
         helper, self._helper = self._helper, None
@@ -145,8 +157,9 @@ class Building:
             helper.kill()
 
 
-class TileHelpers:
-    """Idle helper processes, one taken per large batch (the writer's lanes may build at once)."""
+class WriterHelpers:
+    """Idle helper processes, one taken per job (a lane's tiles and its next requests' preparation
+    run at once, and the lanes of PostgreSQL too)."""
 
     def __init__(self) -> None:
         self._idle: list[_Helper] = []
@@ -155,25 +168,38 @@ class TileHelpers:
         """Helpers lost to an error so far (tests and logs)."""
         self._failed_in_a_row = 0
 
-    def start(self, works: Sequence[Work]) -> Building:
+    def start(self, works: Sequence[Work]) -> Job:
         """Start building ``works``: in a helper process when the batch is large."""
-        if (
-            sum(work.size for work in works) < MIN_ROWS
-            or self._failed_in_a_row >= MAX_FAILURES_IN_A_ROW
-        ):
-            return Building(self, works, None)
+
+        def local() -> list[Any]:
+            return [build(work) for work in works]
+
+        if sum(work.size for work in works) < MIN_ROWS:
+            return Job(self, local, None)
+        return self.submit(build, [(work,) for work in works], local)
+
+    def submit(
+        self,
+        fn: Callable[..., Any],
+        calls: Sequence[tuple[Any, ...]],
+        local: Callable[[], list[Any]],
+    ) -> Job:
+        """``[fn(*args) for args in calls]`` in a helper process (``fn`` a module-level function
+        whose module imports nothing heavy); ``local`` gives the answers when no helper can."""
+        if self._failed_in_a_row >= MAX_FAILURES_IN_A_ROW:
+            return Job(self, local, None)
         helper = self._take_idle()
         try:
             if helper is None:
                 helper = _Helper()
-            helper.send(works)
+            helper.send(fn, calls)
         except Exception as exc:
             if helper is not None:
                 self.lost(helper, exc)
             else:
-                self._failed(f"starting the chart tile helper failed: {exc}")
-            return Building(self, works, None)
-        return Building(self, works, helper)
+                self._failed(f"starting a writer helper failed: {exc}")
+            return Job(self, local, None)
+        return Job(self, local, helper)
 
     def _take_idle(self) -> _Helper | None:
         """An idle helper that is still running; those that died while idle are dropped."""
@@ -191,8 +217,8 @@ class TileHelpers:
             self._failed_in_a_row = 0
 
     def lost(self, helper: _Helper, exc: BaseException) -> None:
-        """A helper that failed (it died, a broken pipe): stopped; the batch is built here."""
-        self._failed(f"the chart tile helper failed ({exc}); building in the writer")
+        """A helper that failed (it died, a broken pipe): stopped; the writer does its work."""
+        self._failed(f"a writer helper failed ({exc}); its work is done in the writer")
         helper.kill()
 
     def _failed(self, message: str) -> None:
@@ -203,8 +229,8 @@ class TileHelpers:
         logger.warning("master: %s", message)
         if given_up:
             logger.error(
-                "master: %d chart tile helpers failed in a row; this master builds every batch's"
-                " tiles in its metrics writer from now on",
+                "master: %d writer helpers failed in a row; this master does their work (chart"
+                " tiles, preparing reports) in its metrics writer from now on",
                 MAX_FAILURES_IN_A_ROW,
             )
 
@@ -221,22 +247,22 @@ class TileHelpers:
             return [helper.process.pid for helper in self._idle]
 
 
-HELPERS = TileHelpers()
+HELPERS = WriterHelpers()
 """The process's helpers (stateless: masters in one process, as in tests, share them)."""
 atexit.register(HELPERS.close)
 
 
 def _serve(source: int, sink: int) -> None:
-    """The helper's loop: build each request's works until the pipe closes."""
+    """The helper's loop: answer each request's calls until the pipe closes."""
     import traceback
 
     while True:
         try:
-            works = _receive(source)
+            fn, calls = _receive(source)
         except EOFError:
             return
         try:
-            reply: tuple[str, Any] = ("ok", [build(work) for work in works])
+            reply: tuple[str, Any] = ("ok", [fn(*args) for args in calls])
         except Exception:
             reply = ("error", traceback.format_exc())
         _send(sink, reply)

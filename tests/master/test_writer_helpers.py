@@ -1,6 +1,7 @@
-"""The chart tile helper processes: a batch built there stores the same tiles as one built in the
-writer's thread (tests/master/test_metric_tiles.py runs both ways); a helper that dies costs
-nothing but a warning; and a helper never outlives the process that started it."""
+"""The metrics writer's helper processes: a batch built there stores the same tiles as one built
+in the writer's thread (tests/master/test_metric_tiles.py runs both ways; prepared requests:
+tests/master/test_prepared_reports.py); a helper that dies costs nothing but a warning; and a
+helper never outlives the process that started it."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from master.test_metric_tiles import _report, _unmanaged_trial, tile_mismatches
 from process_tree import alive
 
 from determined.client import Client
-from determined.master._core import _tile_helper
+from determined.master._core import _writer_helpers
 from determined.master._core._tile_build import Work, build
 from determined.master._core._tile_columns import series_columns
 
@@ -31,7 +32,7 @@ def _work(start: int, count: int) -> Work:
 
 
 def test_a_helper_builds_what_the_writer_builds() -> None:
-    helpers = _tile_helper.TileHelpers()
+    helpers = _writer_helpers.WriterHelpers()
     try:
         works = [_work(1, 300), _work(5, 40)]
         assert helpers.start(works).result() == [build(work) for work in works]  # below MIN_ROWS
@@ -47,21 +48,21 @@ def test_helpers_that_cannot_start_are_given_up_after_a_few_tries(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setattr(sys, "executable", "/nonexistent/python")
-    helpers = _tile_helper.TileHelpers()
+    helpers = _writer_helpers.WriterHelpers()
     works = [_work(1, 3000)]
-    for _ in range(_tile_helper.MAX_FAILURES_IN_A_ROW + 3):
+    for _ in range(_writer_helpers.MAX_FAILURES_IN_A_ROW + 3):
         assert helpers.start(works).result() == [build(work) for work in works]
-    assert helpers.failures == _tile_helper.MAX_FAILURES_IN_A_ROW  # then no more attempts
+    assert helpers.failures == _writer_helpers.MAX_FAILURES_IN_A_ROW  # then no more attempts
     assert helpers.pids() == []
 
 
 def _trial_and_its_helper(master: Any) -> tuple[Client, int, int]:
     """A trial whose first batch was built by the one helper the pool then holds."""
-    _tile_helper.HELPERS.close()  # helpers earlier tests of this process left idle
+    _writer_helpers.HELPERS.close()  # helpers earlier tests of this process left idle
     client = Client(master.session("determined"))
     trial_id = _unmanaged_trial(client)
     _report(client, trial_id, 1, list(range(1, 200)))
-    (pid,) = _tile_helper.HELPERS.pids()
+    (pid,) = _writer_helpers.HELPERS.pids()
     return client, trial_id, pid
 
 
@@ -70,14 +71,14 @@ def test_a_dead_helper_is_replaced_and_loses_no_tiles(
 ) -> None:
     """A helper that died while idle is dropped (a failure) and a new one builds the batch; one
     that dies with a batch on its way is the stuck test's path (its answer never comes)."""
-    monkeypatch.setattr(_tile_helper, "MIN_ROWS", 0)
+    monkeypatch.setattr(_writer_helpers, "MIN_ROWS", 0)
     client, trial_id, pid = _trial_and_its_helper(module_master)
-    failures = _tile_helper.HELPERS.failures
+    failures = _writer_helpers.HELPERS.failures
     os.kill(pid, signal.SIGKILL)
     _wait_until_gone(pid)
     _report(client, trial_id, 1, list(range(200, 3000, 3)))  # a promotion
-    assert _tile_helper.HELPERS.failures == failures + 1
-    fresh = _tile_helper.HELPERS.pids()
+    assert _writer_helpers.HELPERS.failures == failures + 1
+    fresh = _writer_helpers.HELPERS.pids()
     assert fresh and pid not in fresh
     assert tile_mismatches(module_master.db, trial_id) == []
 
@@ -85,13 +86,13 @@ def test_a_dead_helper_is_replaced_and_loses_no_tiles(
 def test_a_stuck_helper_is_stopped_and_the_batch_built_by_the_writer(
     module_master: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_tile_helper, "MIN_ROWS", 0)
-    monkeypatch.setattr(_tile_helper, "TIMEOUT_S", 0.5)
+    monkeypatch.setattr(_writer_helpers, "MIN_ROWS", 0)
+    monkeypatch.setattr(_writer_helpers, "TIMEOUT_S", 0.5)
     client, trial_id, pid = _trial_and_its_helper(module_master)
-    failures = _tile_helper.HELPERS.failures
+    failures = _writer_helpers.HELPERS.failures
     os.kill(pid, signal.SIGSTOP)
     _report(client, trial_id, 1, list(range(200, 400)))
-    assert _tile_helper.HELPERS.failures == failures + 1
+    assert _writer_helpers.HELPERS.failures == failures + 1
     assert tile_mismatches(module_master.db, trial_id) == []
     assert not alive(pid)
 
@@ -103,8 +104,8 @@ def _wait_until_gone(pid: int) -> None:
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_a_helper_exits_when_the_process_that_started_it_is_killed() -> None:
     script = (
-        "from determined.master._core import _tile_helper as h\n"
-        "from master.test_tile_helper import _work\n"
+        "from determined.master._core import _writer_helpers as h\n"
+        "from master.test_writer_helpers import _work\n"
         "h.HELPERS.start([_work(1, 3000)]).result()\n"
         "print(h.HELPERS.pids()[0], flush=True)\n"
         "import time; time.sleep(60)\n"
