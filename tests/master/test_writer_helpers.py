@@ -120,3 +120,33 @@ def test_a_helper_exits_when_the_process_that_started_it_is_killed() -> None:
         parent.kill()
         parent.wait()
     _wait_until_gone(helper)  # it outlived the process that started it, if this fails
+
+
+def test_a_helper_imports_nothing_heavy() -> None:
+    """What a helper process runs (the tile arithmetic, the plain-batch preparation) imports
+    neither SQLAlchemy and the models nor FastAPI: each helper is a process of its own, and its
+    start-up and memory are paid once per lane."""
+    code = (
+        "import sys\n"
+        "import determined.master._core._writer_helpers, determined.master._api._plain_reports\n"
+        "heavy = ('sqlalchemy', 'fastapi', 'starlette', 'determined.master.db')\n"
+        "print([name for name in heavy if name in sys.modules])\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_a_helpers_pipes_hold_a_whole_job() -> None:
+    """The writer's sends do not wait for the helper to be scheduled: its pipes hold 1 MiB where
+    the system allows it (Linux's default limit for a process)."""
+    import fcntl
+
+    limit = int(pathlib.Path("/proc/sys/fs/pipe-max-size").read_text())
+    helper = _writer_helpers._Helper()
+    try:
+        for stream in (helper.process.stdin, helper.process.stdout):
+            assert stream is not None
+            size = fcntl.fcntl(stream.fileno(), fcntl.F_GETPIPE_SZ)
+            assert size >= min(limit, _writer_helpers.PIPE_BYTES)
+    finally:
+        helper.close()

@@ -23,6 +23,7 @@ a new helper.
 from __future__ import annotations
 
 import atexit
+import fcntl
 import logging
 import os
 import pickle
@@ -84,6 +85,23 @@ def _receive(fd: int, deadline: float | None = None) -> Any:
     return pickle.loads(_read(fd, size, deadline))
 
 
+PIPE_BYTES = 1 << 20
+"""The pipes' buffer size asked for (Linux's default limit for a process): a job's requests or a
+batch's points fit at once, so the writer does not wait for a helper that is not yet scheduled to
+read them (the default 64 KiB made the writer wait for about a tenth of its time)."""
+
+
+def _widen(stream: Any) -> None:
+    """Ask for a :data:`PIPE_BYTES` buffer on ``stream``'s pipe, where the system allows it."""
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if stream is None or set_size is None:
+        return
+    try:
+        fcntl.fcntl(stream.fileno(), set_size, PIPE_BYTES)
+    except OSError:
+        pass  # above the system's limit: the default size works, only slower
+
+
 class _Helper:
     """One helper process and its pipes."""
 
@@ -94,6 +112,8 @@ class _Helper:
             stdout=subprocess.PIPE,
             bufsize=0,
         )
+        for stream in (self.process.stdin, self.process.stdout):
+            _widen(stream)
 
     def send(self, fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]]) -> None:
         """Ask for ``[fn(*args) for args in calls]`` (``fn`` is pickled by name)."""
