@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from determined.master import _wire
-from determined.master._core._prepared import Prepared
+from determined.master._core._prepared import Prepared, metric_columns
 from determined.master.db import Metric, Run, utcnow
 from determined.master.db._metric_inserts import MetricRow, insert_metric_rows
 
@@ -34,17 +34,8 @@ def _summarize_checked(
     out = dict(summary)
     if not reports:
         return out, True
-    keys = reports[0].keys()
-    columns: dict[str, list[Any]]
-    if all(values.keys() == keys for values in reports):
-        columns = {name: [values[name] for values in reports] for name in keys}
-    else:
-        columns = {}
-        for values in reports:
-            for name, raw in values.items():
-                columns.setdefault(name, []).append(raw)
     plain = True
-    for name, column in columns.items():
+    for name, column in metric_columns(reports).items():
         entry = dict(out.get(name) or {})
         out[name] = entry
         if not _add_numbers(entry, column):
@@ -121,19 +112,32 @@ def _insert_rows(session: Session, rows: list[MetricRow]) -> None:
     insert_metric_rows(session.connection(), rows)
 
 
-def _archive(session: Session, run: Run, group: str, steps: int) -> None:
-    """Archive what older runs of ``run`` reported in ``group`` from ``steps`` on (a rollback)."""
-    session.execute(
-        update(Metric)
-        .where(
-            Metric.trial_id == run.id,
-            Metric.group == group,
-            Metric.trial_run_id < run.run_id,
-            Metric.total_batches >= steps,
-            Metric.archived.is_(False),
+def _archive_rolled_back(
+    session: Session,
+    run: Run,
+    firsts: Iterable[tuple[str, int]],
+    groups_seen: frozenset[str] | set[str],
+) -> None:
+    """After a restart (``run.run_id`` > 1): archive what older runs of ``run`` reported in each
+    group, other than ``groups_seen``, from the step of its first ``(group, step)`` on."""
+    if run.run_id <= 1:
+        return
+    first_steps: dict[str, int] = {}
+    for group, steps in firsts:
+        if group not in groups_seen:
+            first_steps.setdefault(group, steps)
+    for group, steps in first_steps.items():
+        session.execute(
+            update(Metric)
+            .where(
+                Metric.trial_id == run.id,
+                Metric.group == group,
+                Metric.trial_run_id < run.run_id,
+                Metric.total_batches >= steps,
+                Metric.archived.is_(False),
+            )
+            .values(archived=True)
         )
-        .values(archived=True)
-    )
 
 
 class MetricReport:
@@ -203,13 +207,7 @@ def ingest_many(
     """
     if not reports:
         return []
-    if run.run_id > 1:
-        first_steps: dict[str, int] = {}
-        for report in reports:
-            if report.group not in groups_seen:
-                first_steps.setdefault(report.group, report.steps)
-        for group, steps in first_steps.items():
-            _archive(session, run, group, steps)
+    _archive_rolled_back(session, run, ((r.group, r.steps) for r in reports), groups_seen)
     summary = dict(run.summary_metrics or {})
     by_group: dict[str, list[dict[str, Any]]] = {}
     for report in reports:
@@ -283,13 +281,7 @@ def ingest_prepared(
     metric's column, and the rows inserted as prepared (or, with ``rows_out``, appended to it)."""
     if not parts:
         return
-    if run.run_id > 1:
-        first_steps: dict[str, int] = {}
-        for part in parts:
-            if part.group not in groups_seen:
-                first_steps.setdefault(part.group, part.first_step)
-        for group, steps in first_steps.items():
-            _archive(session, run, group, steps)
+    _archive_rolled_back(session, run, ((p.group, p.first_step) for p in parts), groups_seen)
     summary = dict(run.summary_metrics or {})
     for part in parts:
         metrics = dict(summary.get(part.group) or {})

@@ -54,7 +54,7 @@ MAX_REPORTS_PER_COMMIT = 2000
 """Reports stored by one transaction at most (requests beyond wait for the next one): the bound on
 how long a request that just arrived waits for the commit in progress. With large requests
 prepared (``_prepared``), 3,000 stored ~5 % more rows per second on SQLite and ~17 % more on
-PostgreSQL, but the single-report acknowledgement's p99 on PostgreSQL rose to 86–102 ms (against
+PostgreSQL, but the single-report acknowledgement's p99 on PostgreSQL rose to 86-102 ms (against
 the 100 ms target): kept at 2,000 (benchmarks/RESULTS.md, "Large requests prepared by a helper
 process")."""
 POSTGRES_WRITER_LANES = 2

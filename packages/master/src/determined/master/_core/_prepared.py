@@ -92,20 +92,24 @@ def prepare(
     )
 
 
-def _columns(avgs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Each metric's values over the reports that hold it, as ``_metrics`` folds them."""
+def metric_columns(avgs: list[dict[str, Any]]) -> dict[str, list[Any]]:
+    """Each metric's values over the reports that hold it, in order (what a run's summary folds,
+    ``_metrics``): one list per metric."""
     keys = avgs[0].keys()
-    columns: dict[str, list[Any]]
     if all(values.keys() == keys for values in avgs):
-        columns = {name: [values[name] for values in avgs] for name in keys}
-    else:
-        columns = {}
-        for values in avgs:
-            for name, raw in values.items():
-                columns.setdefault(name, []).append(raw)
+        return {name: [values[name] for values in avgs] for name in keys}
+    columns: dict[str, list[Any]] = {}
+    for values in avgs:
+        for name, raw in values.items():
+            columns.setdefault(name, []).append(raw)
+    return columns
+
+
+def _columns(avgs: list[dict[str, Any]]) -> dict[str, Any]:
+    """:func:`metric_columns`, as an ``array('d')`` where every value is an int or a float."""
     return {
         name: array("d", column) if set(map(type, column)) <= _NUMBERS else column
-        for name, column in columns.items()
+        for name, column in metric_columns(avgs).items()
     }
 
 
