@@ -23,7 +23,7 @@ from sqlalchemy import select, text, update
 
 from determined.master._api._metric_reports import batch_size, parse_batch
 from determined.master._api._plain_reports import prepare_batch
-from determined.master._core import _metrics, _metrics_writer, _writer_helpers
+from determined.master._core import _metrics, _metrics_writer, _prepared, _writer_helpers
 from determined.master._core._metrics_writer import Deferred, MetricsWriter
 from determined.master._wire import APIError
 from determined.master.db import Database, Metric, Run
@@ -250,3 +250,14 @@ def test_requests_are_parsed_when_no_helper_starts(
     rows = stored["stored"]["rows"]
     assert len(rows) == 600 + 400 + 300 + 500 + 200  # every request but the refused one
     assert sum(1 for row in rows if row[4]) == 250
+
+
+def test_a_request_the_helper_cannot_prepare_is_left_to_the_parser(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """An error while preparing one request (here: a form no insert knows) costs that request its
+    preparation only, with the traceback on stderr."""
+    plain = _body(1, range(0, 100), _floats)
+    assert _prepared.call(functools.partial(prepare_batch, plain, NOW), 5, "sqlite") is not None
+    assert _prepared.call(functools.partial(prepare_batch, plain, NOW), 5, "oracle") is None
+    assert "no prepared form for 'oracle'" in capfd.readouterr().err

@@ -180,7 +180,10 @@ class _Preparing:
         job, self._job = self._job, None
         if job is None:
             return
-        for item, prepared in zip(self._items, job.result(), strict=True):
+        answers = job.result()
+        if len(answers) != len(self._items):  # not the answer to this job: prepare nothing
+            answers = [None] * len(self._items)
+        for item, prepared in zip(self._items, answers, strict=True):
             item.prepared = prepared
             item.preparing = None
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import datetime
 import math
+import sys
+import traceback
 from array import array
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -148,5 +150,11 @@ def sqlite_time(prepared: Prepared) -> str:
 
 def call(prepare: Callable[..., Prepared | None], *args: Any) -> Prepared | None:
     """``prepare(*args)``: how a helper process runs each request's own ``prepare`` callable
-    (``_metrics_writer``: one job, many requests)."""
-    return prepare(*args)
+    (``_metrics_writer``: one job, many requests). An error is one request's: it is left to the
+    writer's parser (which answers a bad body with its 400), with the traceback on stderr (the
+    master's log), and the job's other requests stay prepared."""
+    try:
+        return prepare(*args)
+    except Exception:
+        traceback.print_exc(file=sys.stderr)
+        return None
