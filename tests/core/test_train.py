@@ -12,6 +12,7 @@ from fake_master import TRIAL_ID, TRIAL_RUN_ID, OnCluster
 
 from determined import core
 from determined.core import _metrics
+from determined.core._tensorboard import default_tensorboard_path
 
 METRICS = rf"/api/v1/trials/{TRIAL_ID}/metrics"
 BATCH = rf"/api/v1/trials/{TRIAL_ID}/metrics/batch"
@@ -248,3 +249,17 @@ def test_close_sends_what_waits_for_the_linger() -> None:
     shipper.close()
     assert sent == [[1], [2]]
     assert time.monotonic() - began < 300  # did not sit out the linger
+
+
+def test_the_local_tensorboard_directory_is_the_masters_own(on_cluster: OnCluster) -> None:
+    """Two masters' trials with the same allocation id (experiment 1 of each, created in the same
+    second: the default seed is the time) write different local directories; a CI run saw one
+    trial's TensorBoard writer fail because another master's trial removed the shared one."""
+    with core.init() as ctx:
+        local = ctx.train.get_tensorboard_path()
+        assert "fake-cluster" in local.name
+    allocation = "1.de42cd0e-69a0-404a-a021-fa9273660e5e.1"
+    first = default_tensorboard_path(allocation, 0, "cluster-a")
+    second = default_tensorboard_path(allocation, 0, "cluster-b")
+    assert first != second
+    assert first.parent == second.parent

@@ -72,3 +72,25 @@ def test_a_sigkill_the_master_did_not_send_is_named(api: Any, tmp_path: pathlib.
     assert api.wait_experiment(exp_id, timeout=120) == "STATE_CANCELED", api.debug(exp_id)
     logs = "".join(api.logs(trial_id))
     assert "exited with code -9" in logs and UNSENT_SIGKILL not in logs, logs
+
+
+def test_an_escaped_process_is_killed_only_for_its_own_master() -> None:
+    """``kill_marked`` looks for the allocation id and the master's cluster id: another master's
+    allocation of the same id (experiment 1 of two masters created in the same second) is not
+    its business."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, _process.ALLOCATION_ENV: "1.same.1", _process.CLUSTER_ENV: "cluster-b"}
+    stranger = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(60)"], env=env, start_new_session=True
+    )
+    try:
+        assert _process.kill_marked("1.same.1", "cluster-a") == 0
+        assert stranger.poll() is None
+        assert _process.kill_marked("1.same.1", "cluster-b") == 1
+        assert stranger.wait(timeout=10) == -9
+    finally:
+        stranger.kill()
+        stranger.wait()

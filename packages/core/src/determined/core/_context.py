@@ -247,7 +247,9 @@ def _init_local(
         checkpoint_storage = str(default_local_storage_path())
     storage_manager = _storage_from_argument(checkpoint_storage)
     backend = LocalBackend(storage_manager)
-    tb_path = default_tensorboard_path(info.allocation_id if info else None, dist.rank)
+    tb_path = default_tensorboard_path(
+        info.allocation_id if info else None, dist.rank, info.cluster_id if info else ""
+    )
     train = TrainContext(
         backend,
         trial_id=0,
@@ -308,7 +310,7 @@ def _init_trial(
     storage_backend_id = dist.broadcast(
         client.start_run(trial.trial_id, storage_config) if dist.rank == 0 else None
     )
-    tb_path = default_tensorboard_path(info.allocation_id, dist.rank)
+    tb_path = default_tensorboard_path(info.allocation_id, dist.rank, info.cluster_id)
     tb_sync = TensorboardSync(
         storage_manager,
         tb_path,

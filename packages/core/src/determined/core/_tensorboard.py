@@ -44,9 +44,19 @@ def trial_sync_path(experiment_id: int, trial_id: int, cluster_id: str = "") -> 
     return f"{experiment_sync_path(experiment_id, cluster_id)}/trial/{trial_id}"
 
 
-def default_tensorboard_path(allocation_id: str | None, rank: int) -> pathlib.Path:
-    """A per-allocation, per-rank local directory (off-cluster: per process)."""
+def default_tensorboard_path(
+    allocation_id: str | None, rank: int, cluster_id: str = ""
+) -> pathlib.Path:
+    """A per-allocation, per-rank local directory (off-cluster: per process).
+
+    ``cluster_id`` (the master's) is part of the name: trials of det's masters share one machine's
+    temporary directory, unlike upstream's containers, and an allocation id is unique only within
+    its master (experiment 1 of two masters, created in the same second, gets the same ids: the
+    default experiment seed is the time), so two trials would otherwise write, and delete, the
+    same directory."""
     tag = allocation_id or f"local-{os.getpid()}"
+    if allocation_id and cluster_id:
+        tag = f"{cluster_id}-{tag}"
     return pathlib.Path(tempfile.gettempdir(), f"tensorboard-{tag}-{rank}")
 
 

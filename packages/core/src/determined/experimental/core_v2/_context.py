@@ -195,7 +195,7 @@ def make_unmanaged_context(
     storage_backend_id = distributed.broadcast(
         client.start_run(trial.trial_id, storage_config) if distributed.rank == 0 else None
     )
-    tb_path = default_tensorboard_path(info.allocation_id, distributed.rank)
+    tb_path = default_tensorboard_path(info.allocation_id, distributed.rank, info.cluster_id)
     train = TrainContext(
         client,
         trial_id=trial.trial_id,

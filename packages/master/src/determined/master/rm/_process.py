@@ -30,6 +30,7 @@ from determined.master.rm._types import LogLine, parse_log_line
 logger = logging.getLogger("determined.master.rm")
 
 ALLOCATION_ENV = "DET_ALLOCATION_ID"
+CLUSTER_ENV = "DET_CLUSTER_ID"
 """The environment variable that marks a process as an allocation's (used by ``reap_orphan``)."""
 
 FLUSH_INTERVAL_S = 0.05
@@ -117,10 +118,12 @@ class ProcessGroup:
         self._flush_interval = flush_interval
         self._batch_lines = batch_lines
         self._lines: queue.Queue[LogLine | _Exit | _EndOfStream] = queue.Queue()
+        self._cluster_id = ""
 
     def start(self, argv: list[str], cwd: str, env: dict[str, str]) -> None:
         """Start the leader as a new session and the pump thread (a failure to start is
         reported as the allocation's exit, never raised)."""
+        self._cluster_id = env.get(CLUSTER_ENV, "")
         error: str | None = None
         try:
             self.popen = subprocess.Popen(
@@ -202,7 +205,7 @@ class ProcessGroup:
             except queue.Empty:
                 if not batch and not swept:
                     swept = True  # something outside the group holds the pipes
-                    kill_marked(self.allocation_id)
+                    kill_marked(self.allocation_id, self._cluster_id)
                     continue
                 if not batch:
                     logger.warning(
@@ -265,11 +268,15 @@ def wait_unreaped(pid: int) -> None:
         pass  # reaped already (by whoever called wait first)
 
 
-def kill_marked(allocation_id: str) -> int:
+def kill_marked(allocation_id: str, cluster_id: str = "") -> int:
     """SIGKILL every process of this machine whose environment holds
-    ``DET_ALLOCATION_ID=<allocation_id>`` (an allocation's processes that left its process group);
-    returns how many were signalled."""
-    needle = f"{ALLOCATION_ENV}={allocation_id}".encode()
+    ``DET_ALLOCATION_ID=<allocation_id>`` and, when ``cluster_id`` is given,
+    ``DET_CLUSTER_ID=<cluster_id>`` (an allocation's processes that left its process group);
+    returns how many were signalled. The cluster id keeps another master's allocation of the same
+    id (experiment 1 of two masters created in the same second) out of it."""
+    needles = [f"{ALLOCATION_ENV}={allocation_id}".encode()]
+    if cluster_id:
+        needles.append(f"{CLUSTER_ENV}={cluster_id}".encode())
     killed = 0
     me = os.getpid()
     for name in os.listdir("/proc"):
@@ -277,9 +284,10 @@ def kill_marked(allocation_id: str) -> int:
             continue
         try:
             with open(f"/proc/{name}/environ", "rb") as f:
-                if needle in f.read().split(b"\0"):
-                    os.kill(int(name), signal.SIGKILL)
-                    killed += 1
+                entries = f.read().split(b"\0")
+            if all(needle in entries for needle in needles):
+                os.kill(int(name), signal.SIGKILL)
+                killed += 1
         except (OSError, ValueError):
             continue
     if killed:
