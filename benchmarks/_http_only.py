@@ -1,7 +1,7 @@
 """Imported into a benchmark's master process (``start_master_process(prelude="_http_only")``):
 the metrics writer acknowledges every request of more than ``SMALL_REQUEST`` reports at once,
 without storing it, so the master only receives, decodes and parses them (on the event loop: the
-writer thread parses a request's reports, see ``_metrics_writer.Deferred``). Small requests (the
+writer thread parses a request's reports, see ``_metric_requests.Deferred``). Small requests (the
 ingest benchmark's probe) are still stored. What is left is the cost of the HTTP side alone, to
 set beside the same load with the writer running (``bench_metrics_ingest.py --http-only``)."""
 

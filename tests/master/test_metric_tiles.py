@@ -22,8 +22,9 @@ import yaml
 from determined.client import Client, MasterClient
 from determined.client._client import metrics_body
 from determined.master._core import _metric_tiles, _writer_helpers
-from determined.master._core._metric_tiles import MAX_BUCKETS, level_min, trial_tiles
+from determined.master._core._metric_tiles import MAX_BUCKETS, level_min
 from determined.master._core._tile_build import LEVELS
+from determined.master._core._tile_reads import trial_tiles
 from determined.master.db import Database
 from determined.master.db._metric_inserts import insert_metric_rows
 

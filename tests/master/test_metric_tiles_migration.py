@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from master.test_metric_tiles import tile_mismatches
 from old_schema import EXPERIMENTS, METRICS, NOW, RUNS, USERS, upgrade_to
 
-from determined.master._core import _metric_tiles
+from determined.master._core import _metric_tiles, _tile_reads
 from determined.master._core._metric_tiles import level_min
 from determined.master._core._tile_columns import series_of
 from determined.master.db import Database
@@ -153,7 +153,7 @@ def test_0016_converts_the_stored_tiles_and_builds_the_missing_ones(db_url: str)
         )
     db.migrate()
     with db.engine.connect() as conn:
-        converted = _metric_tiles.trial_tiles(conn, 1)
+        converted = _tile_reads.trial_tiles(conn, 1)
     want: dict[tuple[str, str, int], list[tuple[Any, ...]]] = {}
     for row in rows:
         want.setdefault((row["metric_group"], row["metric"], row["level"]), []).append(

@@ -23,8 +23,15 @@ from sqlalchemy import select, text, update
 
 from determined.master._api._metric_reports import batch_size, parse_batch
 from determined.master._api._plain_reports import prepare_batch
-from determined.master._core import _metrics, _metrics_writer, _prepared, _writer_helpers
-from determined.master._core._metrics_writer import Deferred, MetricsWriter
+from determined.master._core import (
+    _metric_requests,
+    _metrics,
+    _metrics_writer,
+    _prepared,
+    _writer_helpers,
+)
+from determined.master._core._metric_requests import Deferred
+from determined.master._core._metrics_writer import MetricsWriter
 from determined.master._wire import APIError
 from determined.master.db import Database, Metric, Run
 from determined.master.db._metric_inserts import prepared_form
@@ -236,7 +243,7 @@ def test_requests_are_parsed_when_no_helper_starts(
 ) -> None:
     """Helpers that cannot start cost the writer its preparation, nothing else."""
     helpers = _writer_helpers.WriterHelpers()
-    monkeypatch.setattr(_metrics_writer, "HELPERS", helpers)
+    monkeypatch.setattr(_metric_requests, "HELPERS", helpers)
     monkeypatch.setattr(_writer_helpers.sys, "executable", "/nonexistent/python")
     db = Database(sqlite_url)
     try:

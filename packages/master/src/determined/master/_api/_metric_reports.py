@@ -1,7 +1,7 @@
 """Metric report bodies (upstream's ``TrialMetrics``) parsed into :class:`MetricReport` values.
 
 The API edge owns the format; the metrics writer's thread runs these parsers on a request's body
-just before the transaction that stores it (``_metrics_writer.Deferred`` says why). Every error is
+just before the transaction that stores it (``_metric_requests.Deferred`` says why). Every error is
 a 400 naming the field (``reports[3].metrics.stepsCompleted: must be an integer``), for that
 request alone.
 """

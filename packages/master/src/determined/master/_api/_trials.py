@@ -27,7 +27,7 @@ from determined.master._api._json_route import api_router
 from determined.master._api._metric_reports import batch_size, parse_batch, parse_reports
 from determined.master._api._metric_stream import reply
 from determined.master._api._plain_reports import prepare_batch
-from determined.master._core._metrics_writer import Deferred
+from determined.master._core._metric_requests import Deferred
 from determined.master._wire import (
     TERMINAL_STATES,
     APIError,

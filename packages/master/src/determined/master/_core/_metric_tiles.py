@@ -42,7 +42,7 @@ import collections
 import math
 import operator
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import chain, pairwise
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -62,6 +62,7 @@ from determined.master._core._tile_build import (
     series_chunks,
 )
 from determined.master._core._tile_columns import CHUNK_BITS, Columns, Tile
+from determined.master._core._tile_points import Points
 from determined.master._core._tile_tails import TAILS, State, database_key
 from determined.master._core._writer_helpers import HELPERS, Job
 from determined.master.db import Run
@@ -91,7 +92,8 @@ def chart_level(x0: float, x1: float, width: int) -> int:
     return 0 if wanted <= 1 else math.ceil(math.log2(wanted))
 
 
-def _sql(connection: Connection, text: str) -> str:
+def paramstyle_sql(connection: Connection, text: str) -> str:
+    """``text`` with ``?`` marks in the connection's DBAPI paramstyle (``%s`` for psycopg)."""
     return text if connection.dialect.paramstyle == "qmark" else text.replace("?", "%s")
 
 
@@ -128,10 +130,12 @@ def _stored_chunks(connection: Connection, keys: Sequence[ChunkKey]) -> dict[Chu
     an index lookup on SQLite and PostgreSQL (SQLite scans the table for a row-value
     ``IN (VALUES ...)``)."""
     out: dict[ChunkKey, Columns] = {}
-    for part in _chunks(keys, 200):
+    for part in in_parts(keys, 200):
         terms = " OR ".join([_KEY_TERM] * len(part))
         rows = connection.exec_driver_sql(
-            _sql(connection, f"SELECT {', '.join(_CHUNK_COLUMNS)} FROM metric_tiles WHERE {terms}"),
+            paramstyle_sql(
+                connection, f"SELECT {', '.join(_CHUNK_COLUMNS)} FROM metric_tiles WHERE {terms}"
+            ),
             tuple(chain.from_iterable(part)),
         )
         for *key, data in rows:
@@ -147,7 +151,7 @@ def _upsert_states(connection: Connection, rows: list[tuple[Any, ...]]) -> None:
     # upsert_rows' four statements (measured).
     if rows:
         connection.exec_driver_sql(
-            _sql(
+            paramstyle_sql(
                 connection,
                 "INSERT INTO metric_tile_series (trial_id, metric_group, run_id, x_min, x_max, "
                 "level_min) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (trial_id, metric_group) DO "
@@ -158,7 +162,8 @@ def _upsert_states(connection: Connection, rows: list[tuple[Any, ...]]) -> None:
         )
 
 
-def _chunks(values: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
+def in_parts(values: Sequence[Any], size: int = 500) -> Iterator[Sequence[Any]]:
+    """``values`` in slices of ``size`` (statements' parameter lists stay short)."""
     for start in range(0, len(values), size):
         yield values[start : start + size]
 
@@ -168,7 +173,7 @@ def load_states(
 ) -> dict[tuple[int, str], tuple[int, int, int, int]]:
     """``{(trial, group): (run_id, x_min, x_max, level_min)}`` of ``trial_ids`` (one group or all)."""
     out: dict[tuple[int, str], tuple[int, int, int, int]] = {}
-    for part in _chunks(list(trial_ids)):
+    for part in in_parts(list(trial_ids)):
         marks = ", ".join("?" * len(part))
         sql = (
             "SELECT trial_id, metric_group, run_id, x_min, x_max, level_min "
@@ -179,7 +184,7 @@ def load_states(
             sql += " AND metric_group = ?"
             params.append(group)
         for t, g, run_id, x_min, x_max, low in connection.exec_driver_sql(
-            _sql(connection, sql), tuple(params)
+            paramstyle_sql(connection, sql), tuple(params)
         ):
             out[(t, g)] = (run_id, x_min, x_max, low)
     return out
@@ -191,7 +196,7 @@ def _raw_points(
     """``(x, avg metrics)`` of the unarchived reports of a trial's group from x = ``start`` on,
     in write order (only on a rollback and in the migration's backfill)."""
     rows = connection.exec_driver_sql(
-        _sql(
+        paramstyle_sql(
             connection,
             "SELECT total_batches, metrics FROM metrics WHERE trial_id = ? AND metric_group = ? "
             "AND archived = ? AND total_batches >= ? ORDER BY id",
@@ -211,7 +216,7 @@ def _take_all(connection: Connection, trial_id: int, group: str) -> list[tuple[s
     """Delete a trial group's chunks and return them, ``(metric, level, data)`` in (metric,
     level, chunk) order (a promotion writes them back merged)."""
     rows = connection.exec_driver_sql(
-        _sql(
+        paramstyle_sql(
             connection,
             "SELECT metric, level, data FROM metric_tiles WHERE trial_id = ? AND metric_group = ? "
             "ORDER BY metric, level, chunk",
@@ -219,7 +224,9 @@ def _take_all(connection: Connection, trial_id: int, group: str) -> list[tuple[s
         (trial_id, group),
     ).fetchall()
     connection.exec_driver_sql(
-        _sql(connection, "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ?"),
+        paramstyle_sql(
+            connection, "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ?"
+        ),
         (trial_id, group),
     )
     return [(metric, level, data) for metric, level, data in rows]
@@ -241,11 +248,13 @@ def _cut(connection: Connection, trial_id: int, group: str, low: int, start: int
         chunk = bucket >> CHUNK_BITS
         where = "trial_id = ? AND metric_group = ? AND level = ?"
         rows = connection.exec_driver_sql(
-            _sql(connection, f"SELECT metric, data FROM metric_tiles WHERE {where} AND chunk = ?"),
+            paramstyle_sql(
+                connection, f"SELECT metric, data FROM metric_tiles WHERE {where} AND chunk = ?"
+            ),
             (trial_id, group, level, chunk),
         ).fetchall()
         connection.exec_driver_sql(
-            _sql(connection, f"DELETE FROM metric_tiles WHERE {where} AND chunk >= ?"),
+            paramstyle_sql(connection, f"DELETE FROM metric_tiles WHERE {where} AND chunk >= ?"),
             (trial_id, group, level, chunk),
         )
         kept = []
@@ -313,68 +322,6 @@ class TileUpdate:
             self._building.abandon()
 
 
-class _Points:
-    """One trial group's points of a batch: from parsed reports, or prepared ones' arrays."""
-
-    __slots__ = ("first", "in_order", "last", "parts", "reports", "size")
-
-    def __init__(self) -> None:
-        self.reports: list[MetricReport] | None = None
-        self.parts: list[Prepared] = []
-        self.first = self.last = self.size = 0
-        self.in_order = True
-
-    @classmethod
-    def of_reports(cls, reports: list[MetricReport]) -> _Points:
-        points = cls()
-        points.reports = reports
-        xs = list(map(int, map(_STEPS, reports)))
-        points.first, points.last, points.size = xs[0], xs[-1], len(xs)
-        points.in_order = xs == sorted(xs)
-        return points
-
-    @classmethod
-    def of_prepared(cls, parts: list[Prepared]) -> _Points:
-        points = cls()
-        points.parts = parts
-        points.first, points.last = parts[0].first_step, parts[-1].last_step
-        points.size = sum(part.size for part in parts)
-        points.in_order = all(part.in_order for part in parts) and all(
-            later.first_step >= earlier.last_step for earlier, later in pairwise(parts)
-        )
-        return points
-
-    def series(self) -> tc.Series:
-        """``{metric: (xs, ys)}`` (``tc.series_columns``; arrays for prepared points)."""
-        if self.reports is not None:
-            reports = self.reports
-            return tc.series_columns(list(map(int, map(_STEPS, reports))), list(map(_AVG, reports)))
-        if len(self.parts) == 1:
-            return self.parts[0].series
-        joined: dict[tuple[int, ...], Any] = {}  # metrics sharing their xs still share them
-        pieces: dict[str, tuple[list[Any], list[Any]]] = {}
-        for part in self.parts:
-            for name, (xs, ys) in part.series.items():
-                got = pieces.setdefault(name, ([], []))
-                got[0].append(xs)
-                got[1].append(ys)
-        out: tc.Series = {}
-        for name, (xs_parts, ys_parts) in pieces.items():
-            key = tuple(map(id, xs_parts))
-            xs = joined.get(key)
-            if xs is None:
-                xs = joined[key] = _concatenated(xs_parts)
-            out[name] = (xs, _concatenated(ys_parts))
-        return out
-
-
-def _concatenated(arrays: list[Any]) -> Any:
-    out = arrays[0][:]
-    for more in arrays[1:]:
-        out += more
-    return out
-
-
 def start_tiles(
     session: Session,
     batch: Iterable[tuple[Run, Sequence[MetricReport]]],
@@ -392,27 +339,27 @@ def start_tiles(
     ``batch`` or here, not both), their points as arrays; ``reports_of`` gives such a trial's
     reports parsed, for the rare group that is merged in place.
     """
-    by_key: dict[tuple[int, str], _Points] = {}
+    by_key: dict[tuple[int, str], Points] = {}
     runs: dict[int, int] = {}
     for run, reports in batch:
         trial_id = run.id
         runs[trial_id] = run.run_id
         groups = set(map(_GROUP, reports))
         if len(groups) == 1:  # the usual case: one group per trial and batch
-            by_key[(trial_id, groups.pop())] = _Points.of_reports(list(reports))
+            by_key[(trial_id, groups.pop())] = Points.of_reports(list(reports))
             continue
         grouped: dict[str, list[MetricReport]] = {}
         for report in reports:
             grouped.setdefault(report.group, []).append(report)
         for group, some in grouped.items():
-            by_key[(trial_id, group)] = _Points.of_reports(some)
+            by_key[(trial_id, group)] = Points.of_reports(some)
     for run, parts in prepared:
         runs[run.id] = run.run_id
         grouped_parts: dict[str, list[Prepared]] = {}
         for part in parts:
             grouped_parts.setdefault(part.group, []).append(part)
         for group, some_parts in grouped_parts.items():
-            by_key[(run.id, group)] = _Points.of_prepared(some_parts)
+            by_key[(run.id, group)] = Points.of_prepared(some_parts)
     if not by_key:
         return TileUpdate(session)
     connection = session.connection()
@@ -555,7 +502,7 @@ def backfill(connection: Connection) -> int:
     no tiles (no ``metric_tile_series`` row): a database from before the tiles, upgraded by the
     migration that gives them their current layout. Returns how many trial groups it built."""
     pairs = connection.exec_driver_sql(
-        _sql(
+        paramstyle_sql(
             connection,
             "SELECT trial_id, metric_group, MAX(trial_run_id) FROM metrics m WHERE archived = ? "
             "AND NOT EXISTS (SELECT 1 FROM metric_tile_series s WHERE s.trial_id = m.trial_id "
@@ -586,12 +533,14 @@ def store(
     order): for rows stored behind the metrics writer's back (the migration, bulk loads)."""
     TAILS.forget(database_key(connection), trial_id, group)
     connection.exec_driver_sql(
-        _sql(connection, "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ?"),
+        paramstyle_sql(
+            connection, "DELETE FROM metric_tiles WHERE trial_id = ? AND metric_group = ?"
+        ),
         (trial_id, group),
     )
     if not points:
         connection.exec_driver_sql(
-            _sql(
+            paramstyle_sql(
                 connection,
                 "DELETE FROM metric_tile_series WHERE trial_id = ? AND metric_group = ?",
             ),
@@ -601,69 +550,6 @@ def store(
     xs = [x for x, _ in points]
     low = level_min(max(xs))
     chunks = list(series_chunks(trial_id, group, tc.series_of(points), low).items())
-    for part in _chunks(chunks, 500):
+    for part in in_parts(chunks, 500):
         write_chunks(connection, part)
     _upsert_states(connection, [(trial_id, group, run_id, min(xs), max(xs), low)])
-
-
-def _decoded(
-    rows: Iterable[tuple[Any, ...]], out: dict[Any, list[Tile]], head: int
-) -> dict[Any, list[Tile]]:
-    """``out[row[:head]]`` extended with the tiles ``[bucket, *tile]`` of each chunk row
-    ``(*key, data)``, rows in chunk order within each key."""
-    key: Any = None
-    target: list[Any] = []  # read-only tiles: tuples
-    for row in rows:
-        if row[:head] != key:
-            key = row[:head]
-            target = out[key]
-        target.extend(zip(*orjson.loads(row[head]), strict=True))
-    return out
-
-
-def read_tiles(
-    connection: Connection, levels: dict[int, int], group: str, metric: str | None
-) -> dict[tuple[int, str], list[Tile]]:
-    """``{(trial, metric): [bucket, *tile] in bucket order}`` of ``group`` at each trial's level of
-    ``levels`` (``{trial: level}``), for one metric or (``None``) all of them. One query per
-    distinct level."""
-    by_level: dict[int, list[int]] = collections.defaultdict(list)
-    for trial_id, level in levels.items():
-        by_level[level].append(trial_id)
-    out: dict[Any, list[Tile]] = collections.defaultdict(list)
-    for level, trial_ids in sorted(by_level.items()):
-        for part in _chunks(sorted(trial_ids)):
-            marks = ", ".join("?" * len(part))
-            sql = (
-                f"SELECT trial_id, metric, data FROM metric_tiles WHERE trial_id IN ({marks}) "
-                "AND metric_group = ? AND level = ?"
-            )
-            params: list[Any] = [*part, group, level]
-            if metric is not None:
-                sql += " AND metric = ?"
-                params.append(metric)
-            sql += " ORDER BY trial_id, metric, chunk"
-            # Tuples straight from the driver's cursor, no per-row Row objects.
-            result = connection.exec_driver_sql(_sql(connection, sql), tuple(params))
-            try:
-                _decoded(result.cursor.fetchall(), out, 2)
-            finally:
-                result.close()
-    return out
-
-
-def trial_tiles(connection: Connection, trial_id: int) -> dict[tuple[str, str, int], list[Tile]]:
-    """``{(group, metric, level): [bucket, *tile] in bucket order}`` of every stored tile of one
-    trial (for checks and exports; a chart reads :func:`read_tiles`)."""
-    result = connection.exec_driver_sql(
-        _sql(
-            connection,
-            "SELECT metric_group, metric, level, data FROM metric_tiles WHERE trial_id = ? "
-            "ORDER BY metric_group, metric, level, chunk",
-        ),
-        (trial_id,),
-    )
-    try:
-        return _decoded(result.cursor.fetchall(), collections.defaultdict(list), 3)
-    finally:
-        result.close()

@@ -29,16 +29,23 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from determined.master import _wire
 from determined.master._core import _metric_tiles, _metrics
+from determined.master._core._metric_requests import (
+    PREPARED_MIN_REPORTS,
+    Deferred,
+    Pending,
+    Preparing,
+    accepted_prepared,
+    accepted_reports,
+    internal_error,
+)
 from determined.master._core._metrics import MetricReport
-from determined.master._core._prepared import Prepared, call
-from determined.master._core._writer_helpers import HELPERS, Job
+from determined.master._core._prepared import Prepared
 from determined.master._wire import APIError
 from determined.master.db import Experiment, Metric, Run
 from determined.master.db._metric_inserts import MetricRow, insert_metric_rows
@@ -61,140 +68,10 @@ POSTGRES_WRITER_LANES = 2
 """Metric writer lanes on PostgreSQL (SQLite has one writer: its file lock admits no other). Two
 measured 1.3 times the rows per second of one on 2 cores (benchmarks/RESULTS.md); three, in an early
 trial, no more than two."""
-PREPARED_MIN_REPORTS = 64
-"""A deferred request of at least this many reports is prepared by a helper process when it waits
-behind a transaction (smaller ones cost less to parse than to send)."""
 SMALL_REQUEST = 16
 """A request of at most this many reports joins the next transaction whatever its size: a trial
 reporting now and then is acknowledged within about one commit even while a hundred trials
 stream batches of hundreds. On PostgreSQL it may take the express lane (:class:`MetricsWriter`)."""
-
-
-class Deferred(NamedTuple):
-    """A request's reports, parsed by the writer thread right before their transaction.
-
-    A hundred trials streaming batches keep about a hundred requests waiting for the writer. Parsed
-    on arrival, each held its reports' objects for the half second it waited, spread through
-    memory: the request thread's parsing cost 1.5 times as much as when each batch's objects were
-    freed at once (benchmarks/RESULTS.md). Waiting as the request's body (one ``bytes``), and
-    parsed where they are stored, the objects are made, used and freed while they are in the
-    CPU's caches. ``parse`` raises :class:`APIError` for a bad body: that request alone fails."""
-
-    size: int
-    """The number of reports (an estimate is fine: it sizes transactions, nothing else)."""
-    parse: Callable[[], list[MetricReport]]
-    prepare: Callable[[int, str], Prepared | None] | None = None
-    """The request made ready to store by a helper process, ``prepare(trial_id, form)``
-    (``_prepared``; it must pickle by reference: a ``functools.partial`` of a module-level
-    function of a module that imports nothing heavy), or None for a shape left to ``parse``."""
-
-
-class _Pending:
-    __slots__ = (
-        "done",
-        "error",
-        "future",
-        "loop",
-        "parse",
-        "prepare",
-        "prepared",
-        "preparing",
-        "reports",
-        "size",
-        "trial_id",
-    )
-
-    def __init__(self, trial_id: int, reports: list[MetricReport] | Deferred) -> None:
-        self.trial_id = trial_id
-        self.prepare: Callable[[int, str], Prepared | None] | None = None
-        if isinstance(reports, Deferred):
-            self.size = max(1, reports.size)
-            self.parse: Callable[[], list[MetricReport]] | None = reports.parse
-            self.prepare = reports.prepare
-            self.reports: list[MetricReport] = []
-        else:
-            self.size = len(reports)
-            self.parse = None
-            self.reports = reports
-        self.prepared: Prepared | None = None
-        """The request as a helper prepared it (then ``reports`` stays empty)."""
-        self.preparing: _Preparing | None = None
-        self.done = threading.Event()
-        self.error: BaseException | None = None
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.future: asyncio.Future[None] | None = None
-
-    def ready(self) -> bool:
-        """Take a helper's preparation, else parse a deferred request's reports; False (its error
-        set) when they are refused."""
-        preparing, self.preparing = self.preparing, None
-        if preparing is not None:
-            preparing.wait()  # hands this request, and the others of its job, their preparation
-        if self.prepared is not None:
-            return True
-        return self.parsed()
-
-    def parsed(self) -> bool:
-        """Parse the reports (dropping a preparation: a trial whose requests are not all
-        prepared, or a rollback's tiles, wants them parsed); False when they are refused."""
-        self.prepared = None
-        parse, self.parse = self.parse, None
-        if parse is not None:
-            try:
-                self.reports = parse()
-            except Exception as exc:
-                self.error = exc if isinstance(exc, APIError) else _internal(exc)
-                return False
-        return True
-
-    def taken_by_helper(self) -> bool:
-        """Whether a helper prepares, or prepared, this request."""
-        return self.preparing is not None or self.prepared is not None
-
-    def groups(self) -> set[str]:
-        if self.prepared is not None:
-            return {self.prepared.group}
-        return {report.group for report in self.reports}
-
-    def finish(self) -> None:
-        if self.loop is not None and self.future is not None:
-            self.loop.call_soon_threadsafe(_resolve, self.future, self.error)
-        else:
-            self.done.set()
-
-
-class _Preparing:
-    """Queued requests being prepared by a helper process, as one job (``_writer_helpers``)."""
-
-    def __init__(self, items: list[_Pending]) -> None:
-        self._items = items
-        self._job: Job | None = None
-
-    def submit(self, form: str) -> None:
-        items = self._items
-        calls = [(item.prepare, item.trial_id, form) for item in items]
-        self._job = HELPERS.submit(call, calls, lambda: [None] * len(items))
-
-    def wait(self) -> None:
-        """Hand each request its preparation (None: not prepared, it is parsed instead)."""
-        job, self._job = self._job, None
-        if job is None:
-            return
-        answers = job.result()
-        if len(answers) != len(self._items):  # not the answer to this job: prepare nothing
-            answers = [None] * len(self._items)
-        for item, prepared in zip(self._items, answers, strict=True):
-            item.prepared = prepared
-            item.preparing = None
-
-
-def _resolve(future: asyncio.Future[None], error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(None)
 
 
 class _Gate:
@@ -243,10 +120,10 @@ class _Lane:
 
     def __init__(
         self,
-        store: Callable[[list[_Pending]], None],
+        store: Callable[[list[Pending]], None],
         name: str,
         max_reports: int,
-        on_done: Callable[[_Pending], None],
+        on_done: Callable[[Pending], None],
         form: str | None = None,
     ) -> None:
         self._store = store
@@ -256,7 +133,7 @@ class _Lane:
         self._on_done = on_done
         self.load = 0
         """Reports queued or in the transaction in progress (read without the lock: a hint)."""
-        self.queue: collections.deque[_Pending] = collections.deque()
+        self.queue: collections.deque[Pending] = collections.deque()
         self._wake = threading.Condition()
         self._closed = False
         self._small_round = False
@@ -264,7 +141,7 @@ class _Lane:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def put(self, item: _Pending) -> None:
+    def put(self, item: Pending) -> None:
         with self._wake:
             if self._closed:
                 raise APIError(503, "the master is shutting down")
@@ -280,7 +157,7 @@ class _Lane:
     def join(self, timeout: float) -> None:
         self._thread.join(timeout=timeout)
 
-    def _take(self) -> list[_Pending]:
+    def _take(self) -> list[Pending]:
         """The requests of the next transaction.
 
         Everything pending when it fits in the lane's share of :data:`MAX_REPORTS_PER_COMMIT`
@@ -303,7 +180,7 @@ class _Lane:
             small_only = not self._small_round and _small_ahead(queue)
             batch = []
             count = 0
-            waiting: collections.deque[_Pending] = collections.deque()
+            waiting: collections.deque[Pending] = collections.deque()
             held: set[int] = set()
             for item in queue:
                 size = item.size
@@ -326,7 +203,7 @@ class _Lane:
         one is stored."""
         if self._form is None:
             return
-        items: list[_Pending] = []
+        items: list[Pending] = []
         with self._wake:
             # at most a transaction's worth ahead: more would only keep more helpers busy
             count = sum(item.size for item in self.queue if item.taken_by_helper())
@@ -341,7 +218,7 @@ class _Lane:
                 count += item.size
             if not items:
                 return
-            preparing = _Preparing(items)
+            preparing = Preparing(items)
             for item in items:
                 item.preparing = preparing
         preparing.submit(self._form)  # outside the lock: requests keep arriving meanwhile
@@ -364,7 +241,7 @@ class _Lane:
                         try:
                             self._store([item])
                         except Exception as exc:
-                            item.error = exc if isinstance(exc, APIError) else _internal(exc)
+                            item.error = exc if isinstance(exc, APIError) else internal_error(exc)
             with self._wake:
                 self.load -= sum(item.size for item in batch)
             for item in batch:
@@ -433,7 +310,7 @@ class MetricsWriter:
 
     def write(self, trial_id: int, reports: list[MetricReport] | Deferred) -> None:
         """Store ``reports`` of one trial; returns once committed."""
-        item = _Pending(trial_id, reports)
+        item = Pending(trial_id, reports)
         self._put(item)
         item.done.wait()
         if item.error is not None:
@@ -441,7 +318,7 @@ class MetricsWriter:
 
     async def write_async(self, trial_id: int, reports: list[MetricReport] | Deferred) -> None:
         """:meth:`write` for ``async`` routes: waits on the event loop instead of a thread."""
-        item = _Pending(trial_id, reports)
+        item = Pending(trial_id, reports)
         item.loop = asyncio.get_running_loop()
         item.future = item.loop.create_future()
         self._put(item)
@@ -457,7 +334,7 @@ class MetricsWriter:
     def _all_lanes(self) -> list[_Lane]:
         return self._lanes if self._express is None else [*self._lanes, self._express]
 
-    def _put(self, item: _Pending) -> None:
+    def _put(self, item: Pending) -> None:
         """Queue ``item`` on its trial's lane (see the class docstring for which one)."""
         if self._express is None:
             self._lanes[0].put(item)
@@ -472,7 +349,7 @@ class MetricsWriter:
             lane.put(item)  # under the routing lock: the trial's next request queues after it
             self._outstanding[item.trial_id] = (lane, count + 1)
 
-    def _done(self, item: _Pending) -> None:
+    def _done(self, item: Pending) -> None:
         """A lane finished ``item``: its trial's next request may take another lane."""
         if self._express is None:
             return
@@ -483,7 +360,7 @@ class MetricsWriter:
             else:
                 del self._outstanding[item.trial_id]
 
-    def _store(self, batch: list[_Pending]) -> None:
+    def _store(self, batch: list[Pending]) -> None:
         """One lane's batch: concurrently when it can be, the rest (or all) exclusively."""
         if self._concurrent is None:
             self._commit(batch)
@@ -499,14 +376,14 @@ class MetricsWriter:
             with self._gate.exclusive():
                 self._commit(rest)
 
-    def _commit(self, batch: list[_Pending]) -> None:
+    def _commit(self, batch: list[Pending]) -> None:
         by_trial = _by_trial(batch)
         with self._transaction() as session:
             runs = _runs_and_searchers(session, _RUNS, by_trial)
             seen_updates, _ = self._store_runs(session, by_trial, runs)
         _mark_seen(seen_updates)
 
-    def _commit_concurrently(self, batch: list[_Pending]) -> list[_Pending]:
+    def _commit_concurrently(self, batch: list[Pending]) -> list[Pending]:
         """Store in a concurrent transaction the trials that need nothing exclusive; returns the
         requests of the others (in order) for an exclusive transaction after this one.
 
@@ -529,10 +406,10 @@ class MetricsWriter:
     def _store_runs(
         self,
         session: Session,
-        by_trial: dict[int, list[_Pending]],
+        by_trial: dict[int, list[Pending]],
         runs: dict[int, tuple[Run, _Searcher]],
         rows_out: list[MetricRow | Prepared] | None = None,
-    ) -> tuple[list[tuple[set[str], set[str]]], list[_Pending]]:
+    ) -> tuple[list[tuple[set[str], set[str]]], list[Pending]]:
         """Store each trial's requests in ``session`` (metric rows, summaries, chart tiles).
 
         ``rows_out`` is None in an exclusive transaction: rows are inserted as they come, and a
@@ -544,7 +421,7 @@ class MetricsWriter:
         ``runs``: each found trial's run and its experiment's searcher metric
         (:func:`_runs_and_searchers`)."""
         seen_updates: list[tuple[set[str], set[str]]] = []
-        rest: list[_Pending] = []
+        rest: list[Pending] = []
         accepted: list[tuple[Run, _Searcher, list[MetricReport]]] = []
         prepared: list[tuple[Run, list[Prepared]]] = []
         for trial_id, items in by_trial.items():
@@ -557,12 +434,12 @@ class MetricsWriter:
                     item.error = APIError(404, f"trial {trial_id} not found")
                 continue
             if all(item.prepared is not None for item in items):
-                prepared.append((run, _accepted_prepared(run, items)))
+                prepared.append((run, accepted_prepared(run, items)))
                 continue
             for item in items:  # a trial's requests go one way: all prepared, or all parsed
                 if item.prepared is not None:
                     item.parsed()
-            accepted.append((run, searcher, _accepted(run, items)))
+            accepted.append((run, searcher, accepted_reports(run, items)))
 
         def reports_of(trial_id: int) -> list[MetricReport]:
             """A prepared trial's accepted reports parsed, for tiles merged in place (rare). Its
@@ -592,7 +469,7 @@ class MetricsWriter:
         tiles.finish()
         return seen_updates, rest
 
-    def _needs_rollback_check(self, run: Run, items: list[_Pending]) -> bool:
+    def _needs_rollback_check(self, run: Run, items: list[Pending]) -> bool:
         """Whether a restarted run reports a group whose rollback check has not run yet."""
         if run.run_id <= 1:
             return False
@@ -644,15 +521,15 @@ _Searcher = tuple[str | None, bool | None]
 """An experiment's ``searcher.metric`` and ``searcher.smaller_is_better`` (None: not set)."""
 
 
-def _by_trial(batch: list[_Pending]) -> dict[int, list[_Pending]]:
-    by_trial: dict[int, list[_Pending]] = collections.defaultdict(list)
+def _by_trial(batch: list[Pending]) -> dict[int, list[Pending]]:
+    by_trial: dict[int, list[Pending]] = collections.defaultdict(list)
     for item in batch:
         by_trial[item.trial_id].append(item)
     return by_trial
 
 
 def _runs_and_searchers(
-    session: Session, statement: Any, by_trial: dict[int, list[_Pending]]
+    session: Session, statement: Any, by_trial: dict[int, list[Pending]]
 ) -> dict[int, tuple[Run, _Searcher]]:
     """The trials' runs (locked, with :data:`_RUNS_LOCKED`) with their experiments'
     ``searcher.metric`` and ``searcher.smaller_is_better``, in one statement: a round trip fewer
@@ -683,7 +560,7 @@ def _load(lane: _Lane) -> int:
     return lane.load
 
 
-def _small_ahead(queue: collections.deque[_Pending]) -> bool:
+def _small_ahead(queue: collections.deque[Pending]) -> bool:
     """Whether a small request waits that no large request of its trial precedes."""
     large: set[int] = set()
     for item in queue:
@@ -698,43 +575,3 @@ def _mark_seen(updates: list[tuple[set[str], set[str]]]) -> None:
     """After a commit: the rollback check of these groups need not run again for these runs."""
     for seen, groups in updates:
         seen.update(groups)
-
-
-def _accepted(run: Run, items: list[_Pending]) -> list[MetricReport]:
-    """The reports of ``items`` that ``run`` accepts; a refused request gets its error."""
-    accepted: list[MetricReport] = []
-    for item in items:
-        try:
-            _metrics.check_run(run, item.reports)
-        except APIError as exc:
-            item.error = exc
-            continue
-        accepted.extend(item.reports)
-    return accepted
-
-
-def _accepted_prepared(run: Run, items: list[_Pending]) -> list[Prepared]:
-    """The prepared requests of ``items`` that ``run`` accepts (``_metrics.check_run``'s rule:
-    they name their run, which must be the current one); a refused one gets its 400."""
-    accepted: list[Prepared] = []
-    for item in items:
-        prepared = item.prepared
-        assert prepared is not None
-        if prepared.run_id != run.run_id:
-            item.error = _wire.bad_request(
-                f"invalid run id, {prepared.run_id} (reported) != {run.run_id} (expected)"
-            )
-            continue
-        accepted.append(prepared)
-    return accepted
-
-
-def _internal(exc: BaseException) -> APIError:
-    from determined.master._core._db_errors import unavailable
-
-    outage = unavailable(exc)  # a locked/restarting database: 503, the trial retries
-    if outage is not None:
-        logger.warning("storing metrics failed: %s", outage.message)
-        return outage
-    logger.error("storing metrics failed: %s", exc, exc_info=exc)
-    return APIError(500, f"storing metrics failed: {exc}")

@@ -18,7 +18,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
-from determined.master._core import _metric_tiles
+from determined.master._core import _metric_tiles, _tile_reads
 from determined.master._core._metric_tiles import chart_level
 from determined.master._core._tile_build import COARSE
 from determined.master._core._tile_columns import merge, numeric
@@ -135,7 +135,7 @@ def curves(
         wanted = chart_level(x0, x1, width)
         many = len(states) >= MANY_TRIALS
         levels = {t: _level(wanted, s[3], many) for (t, _), s in states.items()}
-        tiles = _metric_tiles.read_tiles(connection, levels, group, metric)
+        tiles = _tile_reads.read_tiles(connection, levels, group, metric)
     return {
         t: _curve(found, max(0, wanted - levels[t])) for (t, _), found in tiles.items() if found
     }
@@ -149,7 +149,7 @@ def trial_curves(db: Database, trial_id: int, width: int) -> dict[tuple[str, str
         for (_, group), (_, x0, x1, low) in sorted(states.items()):
             wanted = chart_level(x0, x1, width)
             level = _level(wanted, low, False)
-            tiles = _metric_tiles.read_tiles(connection, {trial_id: level}, group, None)
+            tiles = _tile_reads.read_tiles(connection, {trial_id: level}, group, None)
             for (_, metric), found in sorted(tiles.items()):
                 if found:
                     out[(group, metric)] = _curve(found, max(0, wanted - level))
