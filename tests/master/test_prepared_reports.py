@@ -168,7 +168,10 @@ def _contents(db: Database) -> dict[str, Any]:
             )
             for m in session.scalars(select(Metric))
         )
-        summaries = {run.id: run.summary_metrics for run in session.scalars(select(Run))}
+        summaries = {
+            run.id: (run.summary_metrics, run.total_batches, run.last_activity is not None)
+            for run in session.scalars(select(Run))
+        }
         tiles = sorted(tuple(r) for r in session.execute(text("SELECT * FROM metric_tiles")))
         series = sorted(tuple(r) for r in session.execute(text("SELECT * FROM metric_tile_series")))
     return {"rows": rows, "summaries": summaries, "tiles": tiles, "series": series}

@@ -278,7 +278,8 @@ def ingest_prepared(
 ) -> None:
     """:func:`ingest_many` for requests a helper prepared (``_prepared``: no validation reports,
     so nothing for the searcher): the rollback archival, the run's summaries folded from each
-    metric's column, and the rows inserted as prepared (or, with ``rows_out``, appended to it)."""
+    metric's column, its batches and last activity, and the rows inserted as prepared (or, with
+    ``rows_out``, appended to it)."""
     if not parts:
         return
     _archive_rolled_back(session, run, ((p.group, p.first_step) for p in parts), groups_seen)
@@ -296,3 +297,5 @@ def ingest_prepared(
     else:
         insert_metric_rows(session.connection(), list(parts))
     run.summary_metrics = summary
+    run.total_batches = max(run.total_batches or 0, *(part.max_step for part in parts))
+    run.last_activity = utcnow()

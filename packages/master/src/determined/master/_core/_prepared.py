@@ -43,6 +43,7 @@ class Prepared(NamedTuple):
     size: int
     first_step: int
     last_step: int
+    max_step: int
     in_order: bool
     """Whether the steps never go down (else the chart tiles are merged in place)."""
     columns: dict[str, Any]
@@ -87,6 +88,7 @@ def prepare(
         size=len(steps),
         first_step=steps[0],
         last_step=steps[-1],
+        max_step=max(steps),
         in_order=steps == sorted(steps),
         columns=columns,
         series=_series(steps, avgs, columns),
