@@ -8,6 +8,8 @@ imports nothing of det's.
 from __future__ import annotations
 
 import datetime
+from collections.abc import Iterable
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -42,3 +44,38 @@ def copy_json(metrics: Any) -> str:
     JSON strings, so only backslashes need doubling)."""
     text = orjson.dumps(metrics).decode()
     return text.replace("\\", "\\\\") if "\\" in text else text
+
+
+MetricRow = tuple[int, int | None, str, int, datetime.datetime, dict[str, Any], bool]
+"""One metric row, in ``db._metric_inserts.COLUMNS`` order (``metrics`` as a dict, encoded when
+it is written)."""
+
+
+def copy_buffer(rows: Iterable[MetricRow]) -> bytes:
+    """The COPY text-format payload of ``rows``."""
+    lines = []
+    group_text: dict[str, str] = {}
+    last_time: Any = None
+    last_text = ""
+    for trial_id, run_id, group, steps, end_time, metrics, archived in rows:
+        escaped = group_text.get(group)
+        if escaped is None:
+            escaped = group_text[group] = copy_text(group)
+        text = copy_json(metrics)
+        if end_time is not last_time:  # a request's reports usually share one time
+            last_time = end_time
+            last_text = aware(end_time).isoformat()
+        lines.append(
+            f"{trial_id}\t{run_id}\t{escaped}\t{steps}\t{last_text}\t{text}\t"
+            f"{'t' if archived else 'f'}\n"
+        )
+    return "".join(lines).encode()
+
+
+def steps_and_metrics_json(rows: Iterable[MetricRow]) -> str:
+    """The JSON array ``[[steps, metrics], ...]`` of rows that share everything else: what
+    SQLite's one-statement insert of them reads (``db._metric_inserts``)."""
+    return orjson.dumps(list(map(_STEPS_AND_METRICS, rows))).decode()
+
+
+_STEPS_AND_METRICS = itemgetter(3, 5)

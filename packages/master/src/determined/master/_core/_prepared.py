@@ -21,13 +21,8 @@ from array import array
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import orjson
-
 from determined.master._core import _tile_columns as tc
-from determined.master._metric_text import aware, copy_json, copy_text, naive_utc
-
-FORMATS = ("sqlite", "postgresql")
-"""The insert forms a request can be prepared in (``db._metric_inserts`` inserts them)."""
+from determined.master._metric_text import MetricRow, copy_buffer, steps_and_metrics_json
 
 _NUMBERS = frozenset((float, int))
 
@@ -51,9 +46,10 @@ class Prepared(NamedTuple):
     are ints and floats, else a list (what the run's summary folds: ``_metrics``)."""
     series: dict[str, tuple[Any, Any]]
     """The chart tiles' points, ``tc.series_columns`` as arrays (``q`` steps, ``d`` values)."""
-    payload: str
+    payload: str | bytes
     """The rows in the insert form of ``db._metric_inserts``: on SQLite the JSON array of
-    ``[steps, metrics]`` of its one-statement insert, on PostgreSQL COPY text lines."""
+    ``[steps, metrics]`` of its one-statement insert (text), on PostgreSQL COPY text lines
+    (bytes)."""
 
 
 def prepare(
@@ -66,17 +62,17 @@ def prepare(
     form: str,
 ) -> Prepared:
     """Reports (``steps`` and their ``avgMetrics``, already checked: ints, and flat objects of
-    scalars) made ready to store in ``form`` (one of :data:`FORMATS`)."""
-    stored = [{"avg_metrics": avg, "batch_metrics": []} for avg in avgs]
+    scalars) made ready to store in ``form``, ``"sqlite"`` or ``"postgresql"``
+    (``db._metric_inserts.prepared_form``)."""
+    rows: list[MetricRow] = [
+        (trial_id, run_id, group, step, now, {"avg_metrics": avg, "batch_metrics": []}, False)
+        for step, avg in zip(steps, avgs, strict=True)
+    ]
+    payload: str | bytes
     if form == "sqlite":
-        payload = orjson.dumps(list(zip(steps, stored, strict=True))).decode()
+        payload = steps_and_metrics_json(rows)
     elif form == "postgresql":
-        prefix = f"{trial_id}\t{run_id}\t{copy_text(group)}\t"
-        suffix = f"\t{aware(now).isoformat()}\t"
-        payload = "".join(
-            f"{prefix}{step}{suffix}{copy_json(metrics)}\tf\n"
-            for step, metrics in zip(steps, stored, strict=True)
-        )
+        payload = copy_buffer(rows)
     else:
         raise ValueError(f"no prepared form for {form!r}")
     columns = _columns(avgs)
@@ -143,11 +139,6 @@ def _series(
             xs_array = shared[id(xs)] = array("q", xs)
         out[name] = (xs_array, array("d", ys))
     return {name: out[name] for name in columns if name in out}  # the reports' order
-
-
-def sqlite_time(prepared: Prepared) -> str:
-    """The reports' time as the SQLite form stores it."""
-    return naive_utc(prepared.now)
 
 
 def call(prepare: Callable[..., Prepared | None], *args: Any) -> Prepared | None:

@@ -24,7 +24,6 @@ Every path inserts inside the caller's transaction: nothing is visible before it
 
 from __future__ import annotations
 
-import datetime
 from collections.abc import Sequence
 from itertools import groupby
 from operator import itemgetter
@@ -34,8 +33,9 @@ import orjson
 from sqlalchemy import insert
 from sqlalchemy.engine import Connection
 
-from determined.master._core._prepared import Prepared, sqlite_time
-from determined.master._metric_text import aware, copy_json, copy_text, naive_utc
+from determined.master._core._prepared import Prepared
+from determined.master._metric_text import MetricRow as MetricRow
+from determined.master._metric_text import aware, copy_buffer, naive_utc, steps_and_metrics_json
 from determined.master.db._models import Metric
 
 COLUMNS = "trial_id, trial_run_id, metric_group, total_batches, end_time, metrics, archived"
@@ -45,31 +45,6 @@ FEW_METRIC_ROWS = 8
 trip instead of two, which a trial's lone report waits for under load. Not more: a statement of
 ~30 rows (a transaction of one-report requests) cost the server more than their COPY (the
 one-report baseline of ``benchmarks/bench_metrics_ingest.py`` lost ~10 % of its rows/s)."""
-
-MetricRow = tuple[int, int | None, str, int, datetime.datetime, dict[str, Any], bool]
-"""One metric row, in :data:`COLUMNS` order (``metrics`` as a dict, encoded here)."""
-
-
-def copy_buffer(rows: list[MetricRow]) -> bytes:
-    """The COPY text-format payload of ``rows``."""
-    lines = []
-    group_text: dict[str, str] = {}
-    last_time: Any = None
-    last_text = ""
-    for trial_id, run_id, group, steps, end_time, metrics, archived in rows:
-        escaped = group_text.get(group)
-        if escaped is None:
-            escaped = group_text[group] = copy_text(group)
-        text = copy_json(metrics)
-        if end_time is not last_time:  # a request's reports usually share one time
-            last_time = end_time
-            last_text = aware(end_time).isoformat()
-        lines.append(
-            f"{trial_id}\t{run_id}\t{escaped}\t{steps}\t{last_text}\t{text}\t"
-            f"{'t' if archived else 'f'}\n"
-        )
-    return "".join(lines).encode()
-
 
 STEPPED_ROWS = 16
 """Rows sharing trial, run, group and time from which SQLite gets them in one ``json_each``
@@ -104,16 +79,15 @@ def _insert_sqlite(connection: Connection, rows: list[MetricRow]) -> None:
         if singles:
             connection.exec_driver_sql(_SQLITE_ROW, singles)
             singles = []
-        steps_and_metrics = dumps(list(map(_STEPS_AND_METRICS, run))).decode()
         connection.exec_driver_sql(
-            _SQLITE_RUN, (trial_id, run_id, group, time_text, int(archived), steps_and_metrics)
+            _SQLITE_RUN,
+            (trial_id, run_id, group, time_text, int(archived), steps_and_metrics_json(run)),
         )
     if singles:
         connection.exec_driver_sql(_SQLITE_ROW, singles)
 
 
 _RUN_KEY = itemgetter(4, 0, 2, 1, 6)
-_STEPS_AND_METRICS = itemgetter(3, 5)
 
 
 def insert_metric_rows(connection: Connection, rows: Sequence[MetricRow | Prepared]) -> None:
@@ -131,7 +105,7 @@ def insert_metric_rows(connection: Connection, rows: Sequence[MetricRow | Prepar
                 assert isinstance(part, Prepared)
                 connection.exec_driver_sql(
                     _SQLITE_RUN,
-                    (part.trial_id, part.run_id, part.group, sqlite_time(part), 0, part.payload),
+                    (part.trial_id, part.run_id, part.group, naive_utc(part.now), 0, part.payload),
                 )
         return
     if dialect.name == "postgresql" and dialect.driver == "psycopg":
@@ -149,7 +123,7 @@ def insert_metric_rows(connection: Connection, rows: Sequence[MetricRow | Prepar
             )
             return
         buffer = b"".join(
-            b"".join(part.payload.encode() for part in run)  # type: ignore[union-attr]
+            b"".join(part.payload for part in run)  # type: ignore[union-attr, misc]
             if prepared
             else copy_buffer(list(run))  # type: ignore[arg-type]
             for prepared, run in groupby(rows, _is_prepared)
