@@ -12,7 +12,6 @@ import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
-from determined.master import _wire
 from determined.master._core import _metrics
 from determined.master._core._metrics import MetricReport
 from determined.master._core._prepared import Prepared, call
@@ -168,16 +167,14 @@ def accepted_reports(run: Run, items: list[Pending]) -> list[MetricReport]:
 
 
 def accepted_prepared(run: Run, items: list[Pending]) -> list[Prepared]:
-    """The prepared requests of ``items`` that ``run`` accepts (``_metrics.check_run``'s rule:
-    they name their run, which must be the current one); a refused one gets its 400."""
+    """The prepared requests of ``items`` that ``run`` accepts (``_metrics.check_run``'s rule;
+    they always name their run, which must be the current one); a refused one gets its 400."""
     accepted: list[Prepared] = []
     for item in items:
         prepared = item.prepared
         assert prepared is not None
         if prepared.run_id != run.run_id:
-            item.error = _wire.bad_request(
-                f"invalid run id, {prepared.run_id} (reported) != {run.run_id} (expected)"
-            )
+            item.error = _metrics.wrong_run(prepared.run_id, run.run_id)
             continue
         accepted.append(prepared)
     return accepted

@@ -165,6 +165,11 @@ class MetricReport:
         self.report_time = report_time
 
 
+def wrong_run(reported: int, current: int) -> _wire.APIError:
+    """The 400 for reports of run ``reported`` when the trial's current run is ``current``."""
+    return _wire.bad_request(f"invalid run id, {reported} (reported) != {current} (expected)")
+
+
 def check_run(run: Run, reports: list[MetricReport]) -> None:
     """Refuse reports of a run older than ``run``'s current one (a stale process still reporting);
     reports that did not name their run get the current one.
@@ -178,9 +183,7 @@ def check_run(run: Run, reports: list[MetricReport]) -> None:
         if reported is None:
             report.trial_run_id = current
         elif reported != current:
-            raise _wire.bad_request(
-                f"invalid run id, {reported} (reported) != {current} (expected)"
-            )
+            raise wrong_run(reported, current)
 
 
 def ingest_many(

@@ -18,10 +18,12 @@ _AVG = operator.attrgetter("avg")
 class Points:
     """One trial group's points of a batch: from parsed reports, or prepared ones' arrays."""
 
-    __slots__ = ("first", "in_order", "last", "parts", "reports", "size")
+    __slots__ = ("first", "in_order", "last", "parts", "reports", "size", "xs")
 
     def __init__(self) -> None:
         self.reports: list[MetricReport] | None = None
+        self.xs: list[int] = []
+        """The reports' steps (parsed reports only)."""
         self.parts: list[Prepared] = []
         self.first = self.last = self.size = 0
         self.in_order = True
@@ -30,7 +32,7 @@ class Points:
     def of_reports(cls, reports: list[MetricReport]) -> Points:
         points = cls()
         points.reports = reports
-        xs = list(map(int, map(_STEPS, reports)))
+        points.xs = xs = list(map(int, map(_STEPS, reports)))
         points.first, points.last, points.size = xs[0], xs[-1], len(xs)
         points.in_order = xs == sorted(xs)
         return points
@@ -49,8 +51,7 @@ class Points:
     def series(self) -> tc.Series:
         """``{metric: (xs, ys)}`` (``tc.series_columns``; arrays for prepared points)."""
         if self.reports is not None:
-            reports = self.reports
-            return tc.series_columns(list(map(int, map(_STEPS, reports))), list(map(_AVG, reports)))
+            return tc.series_columns(self.xs, list(map(_AVG, self.reports)))
         if len(self.parts) == 1:
             return self.parts[0].series
         joined: dict[tuple[int, ...], Any] = {}  # metrics sharing their xs still share them
