@@ -244,6 +244,58 @@ def test_concurrent_trials_store_every_report_once_and_a_follower_by_id_misses_n
             assert run.summary_metrics["training"]["loss"]["count"] == total
 
 
+def test_a_lane_stuck_in_its_insert_holds_up_no_other_lane_and_followers_skip_none_of_its_rows(
+    db: Database,
+) -> None:
+    """Lanes insert and commit in any order (``_metric_horizon``): while a's lane waits inside its
+    insert (an outside transaction holds, uncommitted, the id a's first row takes), b's request is
+    stored and acknowledged; a follower reading by id meanwhile gets none of b's new rows (their
+    ids lie above a's uncommitted ones), and once a commits it reads all of both."""
+    exp, (a, b) = experiment_with_runs(db, 2)
+    writer = _writer(db)
+
+    def follow(after: int) -> list[tuple[int, int, int]]:
+        with db.read() as session:
+            reports = _metric_series._new_reports(session, exp, "training", after)
+        return [(int(i), int(t), int(s)) for i, t, s, _ in reports]
+
+    try:
+        writer.write(a, _reports(a, range(1, 11)))
+        writer.write(b, _reports(b, range(1, 11)))
+        followed = follow(0)
+        assert len(followed) == 20
+        after = followed[-1][0]
+        with db.engine.connect() as holder:
+            holder_pid = holder.execute(sqlalchemy.text("SELECT pg_backend_pid()")).scalar()
+            holder.execute(
+                sqlalchemy.text(
+                    "INSERT INTO metrics (id, trial_id, trial_run_id, metric_group, total_batches,"
+                    " end_time, metrics, archived) SELECT last_value + 1, :t, 1, 'held', 0, now(),"
+                    " '{}', false FROM metrics_id_seq"
+                ),
+                {"t": a},
+            )
+            stuck, errors = _in_thread(writer.write, a, _reports(a, range(11, 31)))
+            _wait_until(lambda: _blocked_backends(db, holder_pid), "a's insert to wait on its id")
+            other, other_errors = _in_thread(writer.write, b, _reports(b, range(11, 21)))
+            other.join(60)
+            assert not other.is_alive(), "b's request waited for a's insert"
+            assert not other_errors, other_errors
+            assert [s for _, t, s, _ in _rows(db) if t == b] == list(range(1, 21))
+            assert stuck.is_alive()
+            assert follow(after) == []  # b's new rows wait for a's below them
+            holder.rollback()
+        stuck.join(60)
+        assert not errors, errors
+    finally:
+        writer.close()
+    late = follow(after)
+    assert sorted((t, s) for _, t, s in late) == [(a, s) for s in range(11, 31)] + [
+        (b, s) for s in range(11, 21)
+    ]
+    assert follow(late[-1][0]) == []
+
+
 def test_validations_rollbacks_and_locked_runs_take_the_exclusive_transaction(
     db: Database,
 ) -> None:

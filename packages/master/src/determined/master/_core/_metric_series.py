@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from determined.master._core import _metric_horizon
 from determined.master._wire import APIError, clean_float, to_float, ts
 from determined.master.db import Experiment, Metric, Run
 
@@ -173,22 +174,25 @@ def _new_reports(
     high: int = _INT32_MAX,
 ) -> list[Any]:
     """``(id, trial id, steps, stored metrics)`` of the experiment's live reports of ``group``
-    with ids above ``after`` and steps in ``[low, high]``, by id."""
-    return list(
-        session.execute(
-            select(Metric.id, Metric.trial_id, Metric.total_batches, Metric.metrics)
-            .join(Run, Run.id == Metric.trial_id)
-            .where(
-                Run.experiment_id == experiment_id,
-                Metric.group == group,
-                Metric.archived.is_(False),
-                Metric.id > after,
-                Metric.total_batches >= low,
-                Metric.total_batches <= high,
-            )
-            .order_by(Metric.id)
-        ).all()
+    with ids above ``after`` and steps in ``[low, high]``, by id: none above the writer's horizon
+    (``_metric_horizon``), so the next read from the last id returned skips no row."""
+    query = (
+        select(Metric.id, Metric.trial_id, Metric.total_batches, Metric.metrics)
+        .join(Run, Run.id == Metric.trial_id)
+        .where(
+            Run.experiment_id == experiment_id,
+            Metric.group == group,
+            Metric.archived.is_(False),
+            Metric.id > after,
+            Metric.total_batches >= low,
+            Metric.total_batches <= high,
+        )
+        .order_by(Metric.id)
     )
+    horizon = _metric_horizon.visible_up_to(session)
+    if horizon is not None:
+        query = query.where(Metric.id <= horizon)
+    return list(session.execute(query).all())
 
 
 @dataclasses.dataclass

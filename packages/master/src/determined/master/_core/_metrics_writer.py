@@ -34,7 +34,7 @@ from typing import Any
 from sqlalchemy import bindparam, select
 from sqlalchemy.orm import Session
 
-from determined.master._core import _metric_tiles, _metrics
+from determined.master._core import _metric_horizon, _metric_tiles, _metrics
 from determined.master._core._metric_requests import (
     PREPARED_MIN_REPORTS,
     Deferred,
@@ -58,12 +58,11 @@ ValidationCallback = Callable[[Session, Run, list[Metric]], None]
 logger = logging.getLogger("determined.master")
 
 MAX_REPORTS_PER_COMMIT = 2000
-"""Reports stored by one transaction at most (requests beyond wait for the next one): the bound on
-how long a request that just arrived waits for the commit in progress. With large requests
-prepared (``_prepared``), 3,000 stored ~5 % more rows per second on SQLite and ~17 % more on
-PostgreSQL, but the single-report acknowledgement's p99 on PostgreSQL rose to 86-102 ms (against
-the 100 ms target): kept at 2,000 (benchmarks/RESULTS.md, "Large requests prepared by a helper
-process")."""
+"""Reports stored by one lane's transaction at most (requests beyond wait for the next one): the
+bound on how long a request that just arrived waits for the commit in progress. On PostgreSQL each
+of the lanes takes as many (until the lanes committed in id order, they shared 2,000: larger
+transactions made the express lane's single reports wait for a home lane's insert, against the
+100 ms target; benchmarks/RESULTS.md, "Lanes that commit in any order")."""
 POSTGRES_WRITER_LANES = 2
 """Metric writer lanes on PostgreSQL (SQLite has one writer: its file lock admits no other). Two
 measured 1.3 times the rows per second of one on 2 cores (benchmarks/RESULTS.md); three, in an early
@@ -160,8 +159,7 @@ class _Lane:
     def _take(self) -> list[Pending]:
         """The requests of the next transaction.
 
-        Everything pending when it fits in the lane's share of :data:`MAX_REPORTS_PER_COMMIT`
-        (the lanes' transactions together store at most that many). Otherwise, when small
+        Everything pending when it fits in :data:`MAX_REPORTS_PER_COMMIT`. Otherwise, when small
         requests (:data:`SMALL_REQUEST`) wait among large ones, a transaction of only the small ones
         first (then one of all kinds, so large ones never starve): a trial reporting now and then
         is acknowledged within about one commit while a hundred trials stream batches. Then large
@@ -258,9 +256,10 @@ class MetricsWriter:
     waits on the database server (a single writer left the server idle half the time). A
     transaction that stores validation reports (the searcher hears them), archives a rolled-back
     run's reports or finds a run locked by another transaction runs exclusively in ``transaction``,
-    as with one lane. Metric ids become visible in the order they were taken: the lanes insert
-    their rows and commit one at a time (:attr:`_ordered`), so a reader following an experiment's
-    reports by id (``_metric_series``) never skips a row committed late.
+    as with one lane. The lanes insert and commit independently, so a row committed late can hold
+    an id below rows already visible: a reader following an experiment's reports by id
+    (``_metric_series``) reads only up to the horizon (``_metric_horizon``) that every lane's
+    transaction marks while it inserts, and never skips a row.
 
     With several lanes there is also an express lane, for small requests (:data:`SMALL_REQUEST`):
     while a hundred trials stream batches, a trial reporting now and then would otherwise wait for
@@ -288,8 +287,12 @@ class MetricsWriter:
         self._groups_seen: dict[tuple[int, int], set[str]] = {}
         """Per (trial id, run id), the metric groups whose rollback check already ran."""
         self._gate = _Gate()
-        self._ordered = threading.Lock()
-        """Held from a concurrent transaction's metric inserts to its commit."""
+        self._horizon: _metric_horizon.Horizon | None = None
+        """Where followers of the reports by id stop while lanes' transactions are in flight:
+        made before any lane starts, so that no follower reads without it."""
+        if self._concurrent is not None:
+            with self._concurrent() as session:  # no statement: only its engine
+                self._horizon = _metric_horizon.track(_metric_horizon.engine_of(session))
         count = max(1, lanes) if self._concurrent is not None else 1
         self._routing = threading.Lock()
         self._outstanding: dict[int, tuple[_Lane, int]] = {}
@@ -298,8 +301,7 @@ class MetricsWriter:
         if count > 1:
             names.append("det-metrics-writer-express")
         made = [
-            _Lane(self._store, name, MAX_REPORTS_PER_COMMIT // count, self._done, form)
-            for name in names
+            _Lane(self._store, name, MAX_REPORTS_PER_COMMIT, self._done, form) for name in names
         ]
         self._lanes = made[:count]
         self._express = made[count] if count > 1 else None
@@ -396,8 +398,9 @@ class MetricsWriter:
         with self._concurrent() as session:
             locked = _runs_and_searchers(session, _RUNS_LOCKED, by_trial)
             seen_updates, rest = self._store_runs(session, by_trial, locked, rows)
-            session.flush()
-            with self._ordered:
+            assert self._horizon is not None
+            with self._horizon.inserting(session):
+                session.flush()
                 insert_metric_rows(session.connection(), rows)
                 session.commit()
         _mark_seen(seen_updates)
