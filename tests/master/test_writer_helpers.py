@@ -150,3 +150,17 @@ def test_a_helpers_pipes_hold_a_whole_job() -> None:
             assert size >= min(limit, _writer_helpers.PIPE_BYTES)
     finally:
         helper.close()
+
+
+def test_a_helper_runs_at_a_lower_cpu_priority_than_the_master() -> None:
+    """A helper's throughput work yields the cores to the master's request handling."""
+    helper = _writer_helpers._Helper()
+    try:
+        helper.send(os.getpid, [()])
+        (pid,) = helper.receive()
+        assert pid == helper.process.pid
+        assert os.getpriority(os.PRIO_PROCESS, pid) == min(
+            19, os.getpriority(os.PRIO_PROCESS, 0) + _writer_helpers.HELPER_NICE
+        )
+    finally:
+        helper.close()

@@ -31,7 +31,7 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from sqlalchemy import bindparam, select
+from sqlalchemy import bindparam, literal_column, select
 from sqlalchemy.orm import Session
 
 from determined.master._core import _metric_horizon, _metric_tiles, _metrics
@@ -396,13 +396,14 @@ class MetricsWriter:
         by_trial = _by_trial(batch)
         rows: list[MetricRow | Prepared] = []
         with self._concurrent() as session:
-            locked = _runs_and_searchers(session, _RUNS_LOCKED, by_trial)
+            locked, floor = _locked_runs(session, by_trial)
             seen_updates, rest = self._store_runs(session, by_trial, locked, rows)
-            assert self._horizon is not None
-            with self._horizon.inserting(session):
-                session.flush()
-                insert_metric_rows(session.connection(), rows)
-                session.commit()
+            if floor is not None:  # else no run was locked: nothing to insert
+                assert self._horizon is not None
+                with self._horizon.inserting(floor):
+                    session.flush()
+                    insert_metric_rows(session.connection(), rows)
+                    session.commit()
         _mark_seen(seen_updates)
         return rest
 
@@ -545,6 +546,19 @@ def _runs_and_searchers(
     }
 
 
+def _locked_runs(
+    session: Session, by_trial: dict[int, list[Pending]]
+) -> tuple[dict[int, tuple[Run, _Searcher]], int | None]:
+    """:func:`_runs_and_searchers` locked, for a concurrent transaction, with the floor of its
+    inserts (``_metric_horizon``; None when no run was locked)."""
+    found: dict[int, tuple[Run, _Searcher]] = {}
+    floor = None
+    for run, metric, smaller, taken in session.execute(_RUNS_LOCKED, {"ids": list(by_trial)}):
+        found[run.id] = (run, (metric, smaller))
+        floor = int(taken)
+    return found, floor
+
+
 # Built once: a statement built per commit cost more than running it (its cache key, coercions).
 _RUNS = (
     select(
@@ -555,7 +569,11 @@ _RUNS = (
     .join(Experiment, Experiment.id == Run.experiment_id)
     .where(Run.id.in_(bindparam("ids", expanding=True)))
 )
-_RUNS_LOCKED = _RUNS.order_by(Run.id).with_for_update(of=Run, skip_locked=True)
+_RUNS_LOCKED = (
+    _RUNS.add_columns(literal_column(f"({_metric_horizon.LAST_ID_SQL})"))
+    .order_by(Run.id)
+    .with_for_update(of=Run, skip_locked=True)
+)
 _MISSING: tuple[None, _Searcher] = (None, (None, None))
 
 

@@ -89,6 +89,12 @@ PIPE_BYTES = 1 << 20
 """The pipes' buffer size asked for (Linux's default limit for a process): a job's requests or a
 batch's points fit at once, so the writer does not wait for a helper that is not yet scheduled to
 read them (the default 64 KiB made the writer wait for about a tenth of its time)."""
+HELPER_NICE = 10
+"""How much lower a helper's CPU priority is than the master's: a helper's job is throughput work,
+while the master's threads and the database's backends answer requests one round trip at a time;
+on a busy machine each round trip otherwise waits behind helpers for a core (PostgreSQL's
+single-report acknowledgement, p50 / p99: 17.3 / 85.7 against 20.2 / 103.9 ms; benchmarks/RESULTS.md,
+"Lanes that commit in any order")."""
 
 
 def _widen(stream: Any) -> None:
@@ -289,6 +295,7 @@ def _serve(source: int, sink: int) -> None:
 
 
 if __name__ == "__main__":
+    os.nice(HELPER_NICE)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the master's Ctrl-C is the master's to handle
     answers = os.dup(sys.stdout.fileno())
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # a stray print must not garble an answer
