@@ -168,7 +168,7 @@ def copy_alone(with_fk: bool, commits: int = 30) -> float:
         return 1e6 * (cpu_seconds(pid) - start) / (commits * 2000)
 
 
-def _no_tiles(session: Any, batch: Any) -> _metric_tiles.TileUpdate:
+def _no_tiles(session: Any, *_: Any) -> _metric_tiles.TileUpdate:
     return _metric_tiles.TileUpdate(session)
 
 

@@ -28,13 +28,14 @@ import collections
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import bindparam, literal_column, select
 from sqlalchemy.orm import Session
 
 from determined.master._core import _metric_horizon, _metric_tiles, _metrics
+from determined.master._core._lane_gate import Gate
 from determined.master._core._metric_requests import (
     PREPARED_MIN_REPORTS,
     Deferred,
@@ -71,47 +72,6 @@ SMALL_REQUEST = 16
 """A request of at most this many reports joins the next transaction whatever its size: a trial
 reporting now and then is acknowledged within about one commit even while a hundred trials
 stream batches of hundreds. On PostgreSQL it may take the express lane (:class:`MetricsWriter`)."""
-
-
-class _Gate:
-    """Overlapped transactions run together; an exclusive one runs alone (waiting ones first)."""
-
-    def __init__(self) -> None:
-        self._cond = threading.Condition()
-        self._shared = 0
-        self._exclusive = False
-        self._waiting = 0
-
-    @contextlib.contextmanager
-    def shared(self) -> Iterator[None]:
-        with self._cond:
-            while self._exclusive or self._waiting:
-                self._cond.wait()
-            self._shared += 1
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._shared -= 1
-                if not self._shared:
-                    self._cond.notify_all()
-
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
-        with self._cond:
-            self._waiting += 1
-            try:
-                while self._exclusive or self._shared:
-                    self._cond.wait()
-            finally:
-                self._waiting -= 1
-            self._exclusive = True
-        try:
-            yield
-        finally:
-            with self._cond:
-                self._exclusive = False
-                self._cond.notify_all()
 
 
 class _Lane:
@@ -286,7 +246,7 @@ class MetricsWriter:
         self._concurrent = concurrent if lanes > 1 else None
         self._groups_seen: dict[tuple[int, int], set[str]] = {}
         """Per (trial id, run id), the metric groups whose rollback check already ran."""
-        self._gate = _Gate()
+        self._gate = Gate()
         self._horizon: _metric_horizon.Horizon | None = None
         """Where followers of the reports by id stop while lanes' transactions are in flight:
         made before any lane starts, so that no follower reads without it."""
