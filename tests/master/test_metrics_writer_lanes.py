@@ -104,6 +104,14 @@ def _blocked_backends(db: Database, holder: int) -> list[int]:
         ]
 
 
+def _stored_meanwhile(writer: MetricsWriter, trial: int, steps: range, waited: str) -> None:
+    """``trial``'s reports of ``steps`` are stored (the write returns) while another lane is stuck."""
+    thread, errors = _in_thread(writer.write, trial, _reports(trial, steps))
+    thread.join(60)
+    assert not thread.is_alive(), waited
+    assert not errors, errors
+
+
 def _wait_until(condition: Any, what: str, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
@@ -123,10 +131,7 @@ def test_one_lane_goes_on_while_another_waits_on_the_server(db: Database) -> Non
             thread, errors = _in_thread(writer.write, a, _reports(a, range(11, 21)))
             _wait_until(lambda: _blocked_backends(db, holder_pid), "a's lane to wait on the lock")
             # b's lane commits while a's transaction is stuck on the server.
-            other, other_errors = _in_thread(writer.write, b, _reports(b, range(1, 11)))
-            other.join(60)
-            assert not other.is_alive(), "b's reports waited behind a's stuck transaction"
-            assert not other_errors, other_errors
+            _stored_meanwhile(writer, b, range(1, 11), "b's reports waited behind a's stuck lane")
             assert thread.is_alive()
             assert [s for _, t, s, _ in _rows(db) if t == b] == list(range(1, 11))
             holder.rollback()
@@ -277,10 +282,7 @@ def test_a_lane_stuck_in_its_insert_holds_up_no_other_lane_and_followers_skip_no
             )
             stuck, errors = _in_thread(writer.write, a, _reports(a, range(11, 31)))
             _wait_until(lambda: _blocked_backends(db, holder_pid), "a's insert to wait on its id")
-            other, other_errors = _in_thread(writer.write, b, _reports(b, range(11, 21)))
-            other.join(60)
-            assert not other.is_alive(), "b's request waited for a's insert"
-            assert not other_errors, other_errors
+            _stored_meanwhile(writer, b, range(11, 21), "b's request waited for a's insert")
             assert [s for _, t, s, _ in _rows(db) if t == b] == list(range(1, 21))
             assert stuck.is_alive()
             assert follow(after) == []  # b's new rows wait for a's below them
