@@ -10,7 +10,7 @@ from typing import Any
 from determined.master._core import _metric_tiles
 
 
-def _no_tiles(session: Any, batch: Any) -> _metric_tiles.TileUpdate:
+def _no_tiles(session: Any, *_: Any) -> _metric_tiles.TileUpdate:
     return _metric_tiles.TileUpdate(session)
 
 
