@@ -29,7 +29,6 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from sqlalchemy import bindparam, literal_column, select
 from sqlalchemy.orm import Session
@@ -341,7 +340,7 @@ class MetricsWriter:
     def _commit(self, batch: list[Pending]) -> None:
         by_trial = _by_trial(batch)
         with self._transaction() as session:
-            runs = _runs_and_searchers(session, _RUNS, by_trial)
+            runs, _ = _runs_and_searchers(session, by_trial)
             seen_updates, _ = self._store_runs(session, by_trial, runs)
         _mark_seen(seen_updates)
 
@@ -356,7 +355,7 @@ class MetricsWriter:
         by_trial = _by_trial(batch)
         rows: list[MetricRow | Prepared] = []
         with self._concurrent() as session:
-            locked, floor = _locked_runs(session, by_trial)
+            locked, floor = _runs_and_searchers(session, by_trial, locked=True)
             seen_updates, rest = self._store_runs(session, by_trial, locked, rows)
             if floor is not None:  # else no run was locked: nothing to insert
                 assert self._horizon is not None
@@ -493,29 +492,24 @@ def _by_trial(batch: list[Pending]) -> dict[int, list[Pending]]:
 
 
 def _runs_and_searchers(
-    session: Session, statement: Any, by_trial: dict[int, list[Pending]]
-) -> dict[int, tuple[Run, _Searcher]]:
-    """The trials' runs (locked, with :data:`_RUNS_LOCKED`) with their experiments'
-    ``searcher.metric`` and ``searcher.smaller_is_better``, in one statement: a round trip fewer
-    than two, which a one-report transaction notices (its own statements are most of its time on
-    PostgreSQL). The two values are read from the config in SQL: decoding every trial's copy of
-    the whole config cost a transaction of 100 trials about 40 % more (benchmarks/RESULTS.md)."""
-    return {
-        run.id: (run, (metric, smaller))
-        for run, metric, smaller in session.execute(statement, {"ids": list(by_trial)})
-    }
-
-
-def _locked_runs(
-    session: Session, by_trial: dict[int, list[Pending]]
+    session: Session, by_trial: dict[int, list[Pending]], *, locked: bool = False
 ) -> tuple[dict[int, tuple[Run, _Searcher]], int | None]:
-    """:func:`_runs_and_searchers` locked, for a concurrent transaction, with the floor of its
-    inserts (``_metric_horizon``; None when no run was locked)."""
+    """The trials' runs with their experiments' ``searcher.metric`` and
+    ``searcher.smaller_is_better``, in one statement: a round trip fewer than two, which a
+    one-report transaction notices (its own statements are most of its time on PostgreSQL). The
+    two values are read from the config in SQL: decoding every trial's copy of the whole config
+    cost a transaction of 100 trials about 40 % more (benchmarks/RESULTS.md).
+
+    ``locked`` (a concurrent transaction, :data:`_RUNS_LOCKED`): the runs locked, and the floor
+    of the transaction's inserts (``_metric_horizon``) read with them; None when no run was locked
+    (and always without ``locked``)."""
     found: dict[int, tuple[Run, _Searcher]] = {}
     floor = None
-    for run, metric, smaller, taken in session.execute(_RUNS_LOCKED, {"ids": list(by_trial)}):
+    statement = _RUNS_LOCKED if locked else _RUNS
+    for run, metric, smaller, *taken in session.execute(statement, {"ids": list(by_trial)}):
         found[run.id] = (run, (metric, smaller))
-        floor = int(taken)
+        if taken:
+            floor = int(taken[0])
     return found, floor
 
 
