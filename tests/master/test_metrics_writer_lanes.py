@@ -175,10 +175,9 @@ def test_a_small_request_passes_home_lanes_stuck_on_large_ones_and_no_trial_is_r
             _wait_until(lambda: len(_blocked_backends(db, holder_pid)) == 2, "both home lanes")
             after, after_errors = _in_thread(writer.write, a, _reports(a, range(61, 63)))
             _wait_until(lambda: writer.pending() == 1, "a's small request to queue")
-            idle, idle_errors = _in_thread(writer.write, c, _reports(c, range(11, 13)))
-            idle.join(60)
-            assert not idle.is_alive(), "c's small request waited behind the stuck lanes"
-            assert not idle_errors, idle_errors
+            _stored_meanwhile(
+                writer, c, range(11, 13), "c's small request waited behind the stuck lanes"
+            )
             assert [s for _, t, s, _ in _rows(db) if t == c] == list(range(1, 13))
             assert after.is_alive(), "a's small request passed a's own stuck request"
             assert all(thread.is_alive() for thread, _ in stuck)
