@@ -6,9 +6,11 @@ Tests import this module as ``postgres_db`` (the root pytest config puts tests/ 
 
 from __future__ import annotations
 
+import fcntl
 import pathlib
 import shutil
 import subprocess
+import tempfile
 import time
 import uuid
 
@@ -26,12 +28,28 @@ _PG_READY = False
 
 
 def _ensure_postgres() -> None:
-    """Start the local PostgreSQL 15 cluster and a login role for tests (idempotent)."""
+    """Start the local PostgreSQL 15 cluster and a login role for tests (idempotent).
+
+    pytest-xdist's workers come here at once on a fresh machine: a file lock makes them take
+    turns, else two create the role together and one fails on the duplicate."""
     global _PG_READY
     if _PG_READY:
         return
     if not available():
         pytest.skip("PostgreSQL is not installed on this machine")
+    with open(_LOCK_PATH, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            _start_and_add_role()
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+    _PG_READY = True
+
+
+_LOCK_PATH = pathlib.Path(tempfile.gettempdir()) / "det-tests-postgres.lock"
+
+
+def _start_and_add_role() -> None:
     status = subprocess.run(["pg_ctlcluster", "15", "main", "status"], capture_output=True)
     if status.returncode != 0:
         subprocess.run(["pg_ctlcluster", "15", "main", "start"], capture_output=True)
@@ -56,7 +74,6 @@ def _ensure_postgres() -> None:
         capture_output=True,
         check=True,
     )
-    _PG_READY = True
 
 
 def postgres_url() -> str:
