@@ -81,6 +81,8 @@ class AllocState:
     user_token: str = ""
     """A session of the experiment's owner for the trial's SDK calls (``DET_USER_TOKEN``), revoked
     when the allocation ends; the allocation token itself only reaches its own trial."""
+    request_id: str = ""
+    """The trial's searcher request id (its searcher state knows the trial by it)."""
     preempt: bool = False
     acked: bool = False
     assigned: bool = False
@@ -146,11 +148,15 @@ class Allocations:
     # ------------------------------------------------------------------------------------------
     # inside a lifecycle transaction
 
-    def request(self, session: Session, exp: Experiment, run: Run) -> AllocState:
-        """Request a new allocation for ``run`` (its run id goes up by one)."""
+    def request(
+        self, session: Session, exp: Experiment, run: Run, *, numbered: bool = False
+    ) -> AllocState:
+        """Request a new allocation for ``run`` (its run id goes up by one; ``numbered``: the
+        caller already counted it, as a new trial's row is inserted with run id 1)."""
         from determined.master.rm import AllocationRequest
 
-        run.run_id += 1
+        if not numbered:
+            run.run_id += 1
         allocation_id = f"{run.task_id}.{run.run_id}"
         token = _auth.new_token()
         resources = exp.config.get("resources") or {}
@@ -174,7 +180,9 @@ class Allocations:
                 description=trial_session_description(allocation_id),
             )
         )
-        alloc = AllocState(allocation_id, run.id, exp.id, run.task_id, token, user_token)
+        alloc = AllocState(
+            allocation_id, run.id, exp.id, run.task_id, token, user_token, run.request_id
+        )
         self._by_id[allocation_id] = alloc
         self._of_trial[run.id] = allocation_id
         request = AllocationRequest(

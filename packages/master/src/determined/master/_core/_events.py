@@ -9,6 +9,7 @@ for the trial; log lines are stored at once.
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import logging
@@ -20,7 +21,7 @@ import socket
 import threading
 import time
 import traceback
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy
 from sqlalchemy import bindparam, select, text, update
@@ -38,17 +39,37 @@ from determined.master._core._trial_exits import TrialExits
 from determined.master._wire import APIError
 from determined.master.db import (
     Allocation,
+    Checkpoint,
     Experiment,
     Run,
     User,
-    latest_completed_checkpoint,
     utcnow,
 )
 
 logger = logging.getLogger("determined.master")
 
+
+def _latest_completed(column: Any) -> Any:
+    """``column`` of the trial's latest COMPLETED checkpoint (what a launch resumes from), as a
+    scalar subquery of the launch's SELECT: the same order as ``latest_completed_checkpoint``."""
+    return (
+        select(column)
+        .where(Checkpoint.trial_id == Run.id, Checkpoint.state == "COMPLETED")
+        .order_by(Checkpoint.report_time.desc(), Checkpoint.id.desc())
+        .limit(1)
+        .correlate(Run)
+        .scalar_subquery()
+    )
+
+
 _LAUNCH_ROWS = (
-    select(Run, Experiment, User)
+    select(
+        Run,
+        Experiment,
+        User,
+        _latest_completed(Checkpoint.uuid),
+        _latest_completed(Checkpoint.steps_completed),
+    )
     .join(Experiment, Experiment.id == Run.experiment_id)
     .outerjoin(User, User.id == Experiment.owner_id)
     .where(Run.id == bindparam("trial_id"))
@@ -81,6 +102,8 @@ class AllocationEvents:
         self.master_url = ""
         """The URL trials reach the master on (known once the HTTP socket is bound)."""
         self._queue: queue.Queue[tuple[str, tuple[Any, ...]] | None] = queue.Queue()
+        self._held: collections.deque[tuple[str, tuple[Any, ...]] | None] = collections.deque()
+        """Events taken from the queue to look past them (:meth:`_take_queued`), handled first."""
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
         self._db_seen_at = 0.0
@@ -89,7 +112,7 @@ class AllocationEvents:
         sqlalchemy.event.listen(self._db.engine, "handle_error", self._db_erred)
         self.proxy_ports = ProxyPorts()
         """The ``environment.proxy_ports`` services of launched trials (``/proxy/<task>:<port>/``)."""
-        self._port_waits = PortWaits(self.proxy_ports, rm, self._db, self._queue)
+        self._port_waits = PortWaits(self.proxy_ports, rm, self._queue)
         self.tasks: Any = None
         """The tasks service (commands, notebooks, ...): the events of its allocations go there."""
         self.shutting_down = False
@@ -138,16 +161,47 @@ class AllocationEvents:
 
     def _dispatch(self) -> None:
         while True:
-            item = self._queue.get()
+            item = self._held.popleft() if self._held else self._queue.get()
             if item is None:
                 return
             name, args = item
             if name != "_barrier":
                 self._wait_for_database()
             try:
-                getattr(self, name)(*args)
+                if name == "_started":
+                    self._started_all([args, *self._take_queued("_started")])
+                else:
+                    getattr(self, name)(*args)
             except Exception:
                 logger.error("master: handling %s failed:\n%s", name, traceback.format_exc())
+
+    def _take_queued(self, name: str) -> list[tuple[Any, ...]]:
+        """Take the queued events called ``name`` out of turn, to handle them with the one in hand.
+
+        Only events of allocations with nothing queued before them are taken, so each
+        allocation's events keep their order; other allocations' events are independent of them.
+        A busy master finds several starts queued together: one transaction records them all."""
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            self._held.append(item)
+            if item is None:
+                break
+        taken: list[tuple[Any, ...]] = []
+        kept: collections.deque[tuple[str, tuple[Any, ...]] | None] = collections.deque()
+        earlier: set[str] = set()
+        for item in self._held:
+            if item is not None and item[0] == name and item[1][0] not in earlier:
+                taken.append(item[1])
+                continue
+            kept.append(item)
+            if item is not None and item[0] != "_barrier":
+                args = item[1]
+                earlier.add(args[0].allocation_id if item[0] == "_assigned" else args[0])
+        self._held = kept
+        return taken
 
     def _wait_for_database(self) -> None:
         """Hold events while the database is unreachable (a PostgreSQL restart): an allocation's
@@ -191,6 +245,8 @@ class AllocationEvents:
     # handlers ---------------------------------------------------------------------------------
 
     def _assigned(self, request: Any, assignment: Any) -> None:
+        """Launch an assigned trial: its rows read and its launch logged in one transaction, its
+        work directory prepared outside the lifecycle lock, then the RM's launch."""
         aid = request.allocation_id
         if self.tasks is not None and self.tasks.owns(aid):
             self.tasks.assigned(request, assignment)
@@ -201,59 +257,36 @@ class AllocationEvents:
                 self._rm.release(aid)
                 return
             alloc.assigned = True
-            with self._db.read() as session:
-                run, exp, user = _launch_rows(session, alloc.trial_id)
-                latest = resume_point(session, run) if run else None
-            if run is None or exp is None:
-                self._rm.release(aid)
-                return
-            if alloc.kill_requested:
-                self._rm.release(aid)
-                self._queue.put(("_exited", (aid, None, "killed before launch")))
-                return
-            if self._port_waits.busy(alloc, run, exp, request, assignment):
-                return
+            with self._db.write() as session:
+                rows = _launch_rows(session, alloc.trial_id)
+                if rows is None:
+                    self._rm.release(aid)
+                    return
+                if alloc.kill_requested:
+                    self._rm.release(aid)
+                    self._queue.put(("_exited", (aid, None, "killed before launch")))
+                    return
+                if self._port_waits.busy(session, alloc, rows.run, rows.exp, request, assignment):
+                    return
+                try:
+                    argv = _launch.entrypoint_argv(rows.exp.config.get("entrypoint") or "")
+                except ValueError as e:
+                    self._not_launched(session, rows.run, aid, e)
+                    return
+                _log_launch(session, rows, aid, assignment, argv)
+        run, exp = rows.run, rows.exp
         work_dir = self._data_dir / "work" / aid
         try:
-            latest_uuid, steps = latest if latest else (None, 0)
-            env, hook, warnings = self._prepare(
-                alloc, run, exp, user, assignment, work_dir, latest_uuid, steps
+            latest_uuid, steps = rows.resume if rows.resume else (None, 0)
+            env, hook = self._prepare(
+                alloc, run, exp, rows.user, assignment, work_dir, latest_uuid, steps
             )
-            image = explicit_image(exp.original_config)
-            if image:
-                warnings.append(
-                    f"environment.image {image!r} is ignored by the local resource manager"
-                )
-            argv = _launch.entrypoint_argv(exp.config.get("entrypoint") or "")
         except Exception as e:
             with self._db.write() as session:
-                master_log(
-                    session,
-                    run.task_id,
-                    f"failed to prepare the trial: {e}",
-                    "LOG_LEVEL_ERROR",
-                    aid,
-                )
-            self._rm.release(aid)
-            self._queue.put(("_exited", (aid, None, f"failed to prepare the trial: {e}")))
+                self._not_launched(session, run, aid, e)
             return
         from determined.master.rm import LaunchSpec
 
-        with self._db.write() as session:
-            session.connection().execute(
-                _SET_ALLOCATION_STATE, {"aid": aid, "new_state": "ASSIGNED"}
-            )
-            for warning in warnings:
-                master_log(session, run.task_id, warning, "LOG_LEVEL_WARNING", aid)
-            master_log(
-                session,
-                run.task_id,
-                f"Trial {run.id} (run {run.run_id}) assigned slots {list(assignment.slot_ids)};"
-                f" launching {argv}"
-                + (f" resuming from checkpoint {latest_uuid}" if latest_uuid else ""),
-                allocation_id=aid,
-            )
-            _log_new_runner(session, run.task_id, aid, exp.config)
         with self._transactions.lock:
             alloc.launched = True
             self._rm.launch(
@@ -266,6 +299,14 @@ class AllocationEvents:
             if alloc.kill_requested:
                 self._rm.kill(aid)
 
+    def _not_launched(self, session: Session, run: Run, aid: str, error: Exception) -> None:
+        """A trial that could not be prepared: its log says why, its slots go back and its exit is
+        handled as a failure to run."""
+        message = f"failed to prepare the trial: {error}"
+        master_log(session, run.task_id, message, "LOG_LEVEL_ERROR", aid)
+        self._rm.release(aid)
+        self._queue.put(("_exited", (aid, None, message)))
+
     def _prepare(
         self,
         alloc: AllocState,
@@ -276,8 +317,8 @@ class AllocationEvents:
         work_dir: pathlib.Path,
         latest_uuid: str | None,
         steps: int,
-    ) -> tuple[dict[str, str], str | None, list[str]]:
-        """The trial's work directory, environment, startup hook and warnings."""
+    ) -> tuple[dict[str, str], str | None]:
+        """The trial's work directory, environment and startup hook."""
         return _launch.prepare_trial(
             work_dir=work_dir,
             model_definition=exp.model_definition,
@@ -304,15 +345,17 @@ class AllocationEvents:
             user_token=alloc.user_token,
         )
 
-    def _started(self, allocation_id: str, pid: int) -> None:
-        if self.tasks is not None and self.tasks.owns(allocation_id):
-            self.tasks.started(allocation_id, pid)
-            return
-        with self._db.write() as session:
-            session.connection().execute(
-                _SET_ALLOCATION_RUNNING,
-                {"aid": allocation_id, "new_pid": pid, "started": utcnow()},
-            )
+    def _started_all(self, started: list[tuple[Any, ...]]) -> None:
+        """Record that allocations' processes started (their pids): trials' in one statement."""
+        rows = []
+        for allocation_id, pid in started:
+            if self.tasks is not None and self.tasks.owns(allocation_id):
+                self.tasks.started(allocation_id, pid)
+            else:
+                rows.append({"aid": allocation_id, "new_pid": pid, "started": utcnow()})
+        if rows:
+            with self._db.write() as session:
+                session.connection().execute(_SET_ALLOCATION_RUNNING, rows)
 
     def _exited(self, allocation_id: str, exit_code: int | None, error: str | None) -> None:
         if self.tasks is not None and self.tasks.owns(allocation_id):
@@ -361,15 +404,29 @@ class AllocationEvents:
             self._trial_exits.trial_exited(session, exp, run, alloc, failed)
 
 
-def _launch_rows(
-    session: Session, trial_id: int
-) -> tuple[Run | None, Experiment | None, User | None]:
-    """What a trial's launch reads: its run, its experiment with the context and the experiment's
-    owner, in one SELECT."""
+class _LaunchRows(NamedTuple):
+    run: Run
+    exp: Experiment
+    user: User | None
+    resume: tuple[str, int] | None
+    """The uuid and steps_completed of the checkpoint the launch resumes from, if any."""
+
+
+def _launch_rows(session: Session, trial_id: int) -> _LaunchRows | None:
+    """What a trial's launch reads, in one SELECT: its run, its experiment with the context, the
+    experiment's owner and the checkpoint it resumes from (its latest completed checkpoint, else its warm-start
+    checkpoint at step 0)."""
     row = session.execute(_LAUNCH_ROWS, {"trial_id": trial_id}).first()
     if row is None:
-        return None, None, None
-    return row[0], row[1], row[2]
+        return None
+    run, exp, user, uuid, steps = row
+    if uuid is not None:
+        resume: tuple[str, int] | None = (uuid, int(steps or 0))
+    elif run.warm_start_checkpoint_uuid:
+        resume = (run.warm_start_checkpoint_uuid, 0)
+    else:
+        resume = None
+    return _LaunchRows(run, exp, user, resume)
 
 
 _SET_ALLOCATION_STATE = (
@@ -384,6 +441,32 @@ _SET_ALLOCATION_RUNNING = (
 )
 """Core, built once, and the rows are not loaded: none of these columns is one the
 authentication cache watches (see ``_deps.AuthCache``)."""
+
+
+def _log_launch(
+    session: Session, rows: _LaunchRows, aid: str, assignment: Any, argv: list[str]
+) -> None:
+    """Record a trial's launch: its allocation ASSIGNED and the lines its log shows for it."""
+    run, exp = rows.run, rows.exp
+    session.connection().execute(_SET_ALLOCATION_STATE, {"aid": aid, "new_state": "ASSIGNED"})
+    image = explicit_image(exp.original_config)
+    if image:
+        master_log(
+            session,
+            run.task_id,
+            f"environment.image {image!r} is ignored by the local resource manager",
+            "LOG_LEVEL_WARNING",
+            aid,
+        )
+    resuming = f" resuming from checkpoint {rows.resume[0]}" if rows.resume else ""
+    master_log(
+        session,
+        run.task_id,
+        f"Trial {run.id} (run {run.run_id}) assigned slots {list(assignment.slot_ids)};"
+        f" launching {argv}{resuming}",
+        allocation_id=aid,
+    )
+    _log_new_runner(session, run.task_id, aid, exp.config)
 
 
 def _log_new_runner(session: Session, task_id: str, aid: str, config: dict[str, Any]) -> None:
@@ -415,17 +498,6 @@ def _exit_message(run: Run, exit_code: int | None) -> str:
             f" non-zero exit code: {exit_code} (exit code {exit_code})"
         )
     return message
-
-
-def resume_point(session: Session, run: Run) -> tuple[str, int] | None:
-    """The uuid and steps_completed of the checkpoint ``run`` resumes from (its latest completed
-    checkpoint, else its warm-start checkpoint at step 0)."""
-    ckpt = latest_completed_checkpoint(session, run.id)
-    if ckpt is not None:
-        return ckpt.uuid, int(ckpt.steps_completed or 0)
-    if run.warm_start_checkpoint_uuid:
-        return run.warm_start_checkpoint_uuid, 0
-    return None
 
 
 @functools.lru_cache(maxsize=64)

@@ -43,24 +43,23 @@ def _config_env_vars(config: dict[str, Any], slot_type: str) -> dict[str, str]:
     return out
 
 
-def interpreter_bin_dir(config: dict[str, Any]) -> tuple[str, list[str]]:
-    """The bin directory to put first on PATH, and warnings to show in the trial logs."""
+def interpreter_bin_dir(config: dict[str, Any]) -> str:
+    """The bin directory to put first on PATH: ``environment.venv``'s, ``environment.python``'s,
+    else the master's own interpreter's."""
     env = config.get("environment") or {}
-    warnings: list[str] = []
     venv = env.get("venv")
     python = env.get("python")
     if venv:
         venv_bin = pathlib.Path(venv) / "bin"
         if not venv_bin.is_dir():
             raise ValueError(f"environment.venv: {venv!r} has no bin/ directory")
-        return str(venv_bin), warnings
+        return str(venv_bin)
     if python:
         found = shutil.which(python) if os.sep not in python else python
         if not found or not os.path.exists(found):
             raise ValueError(f"environment.python: interpreter {python!r} not found")
-        bin_dir = str(pathlib.Path(found).parent)
-        return bin_dir, warnings
-    return str(pathlib.Path(sys.executable).parent), warnings
+        return str(pathlib.Path(found).parent)
+    return str(pathlib.Path(sys.executable).parent)
 
 
 def prepare_trial(
@@ -88,18 +87,17 @@ def prepare_trial(
     collective_key: str,
     user: str,
     user_token: str,
-) -> tuple[dict[str, str], str | None, list[str]]:
+) -> tuple[dict[str, str], str | None]:
     """Extract the context, write the ClusterInfo file, build the environment.
 
     Returns:
-        ``(env, startup_hook_path_or_None, warnings)``.
+        ``(env, startup_hook_path_or_None)``.
     """
-    if work_dir.exists():
-        shutil.rmtree(work_dir)
-    work_dir.mkdir(parents=True)
-    extract(model_definition, work_dir)
+    _fresh_dir(work_dir)
+    if model_definition:
+        extract(model_definition, work_dir)
     info_dir = work_dir.parent / f"{work_dir.name}.info"
-    info_dir.mkdir(parents=True, exist_ok=True)
+    info_dir.mkdir(exist_ok=True)
     info = ClusterInfo(
         master_url=master_url,
         cluster_id=cluster_id,
@@ -126,7 +124,7 @@ def prepare_trial(
     )
     info_path = info_dir / "cluster.json"
     info.write(str(info_path))
-    bin_dir, warnings = interpreter_bin_dir(config)
+    bin_dir = interpreter_bin_dir(config)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     env.update(
@@ -161,5 +159,15 @@ def prepare_trial(
     if latest_checkpoint:
         env["DET_LATEST_CHECKPOINT"] = latest_checkpoint
     env.update(_config_env_vars(config, slot_type))
-    hook = work_dir / "startup-hook.sh"
-    return env, (str(hook) if hook.is_file() else None), warnings
+    hook = work_dir / "startup-hook.sh"  # only a context can hold one
+    return env, (str(hook) if model_definition and hook.is_file() else None)
+
+
+def _fresh_dir(path: pathlib.Path) -> None:
+    """Make ``path`` an empty directory (what an earlier launch left there is removed): one
+    ``mkdir`` when, as for nearly every launch, there is nothing there yet."""
+    try:
+        path.mkdir(parents=True)
+    except FileExistsError:
+        shutil.rmtree(path)
+        path.mkdir()

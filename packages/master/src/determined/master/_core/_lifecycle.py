@@ -203,11 +203,14 @@ class Lifecycle:
                 )
             elif parent is not None:
                 lineage = f"trial {parent.id} has no checkpoint to start from; starting fresh"
+        active = exp.state == "ACTIVE"
         run = Run(
             experiment_id=exp.id,
             request_id=action.request_id,
             task_id=f"{exp.id}.{action.request_id}",
-            state="ACTIVE" if exp.state == "ACTIVE" else "PAUSED",
+            state="ACTIVE" if active else "PAUSED",
+            # the first allocation's run id goes in the INSERT, not in an UPDATE after it
+            run_id=1 if active else 0,
             hparams=action.hparams,
             seed=action.trial_seed,
             warm_start_checkpoint_uuid=warm,
@@ -221,8 +224,8 @@ class Lifecycle:
         )
         if lineage:
             master_log(session, run.task_id, f"Trial {run.id} is {lineage}")
-        if exp.state == "ACTIVE":
-            self._allocations.request(session, exp, run)
+        if active:
+            self._allocations.request(session, exp, run, numbered=True)
         return run
 
     def set_trial_state(self, session: Session, run: Run, new_state: str) -> None:

@@ -11,6 +11,8 @@ import queue
 import threading
 from typing import Any
 
+from sqlalchemy.orm import Session
+
 from determined.master._core._allocations import AllocState
 from determined.master._core._proxy_ports import ProxyPorts, services_of
 from determined.master._core._task_logs import master_log
@@ -20,10 +22,9 @@ from determined.master.db import Experiment, Run
 class PortWaits:
     """The allocations waiting for proxy ports (logged once each) and the retry of their launch."""
 
-    def __init__(self, proxy_ports: ProxyPorts, rm: Any, db: Any, events: queue.Queue[Any]) -> None:
+    def __init__(self, proxy_ports: ProxyPorts, rm: Any, events: queue.Queue[Any]) -> None:
         self._proxy_ports = proxy_ports
         self._rm = rm
-        self._db = db
         self._events = events
         self._waiting: set[str] = set()
 
@@ -32,11 +33,18 @@ class PortWaits:
         self._waiting.discard(allocation_id)
 
     def busy(
-        self, alloc: AllocState, run: Run, exp: Experiment, request: Any, assignment: Any
+        self,
+        session: Session,
+        alloc: AllocState,
+        run: Run,
+        exp: Experiment,
+        request: Any,
+        assignment: Any,
     ) -> bool:
         """Whether a proxy port of the trial is held by another allocation on its machine; if so the
         launch is queued again in a second (``_assigned`` on the events queue), or, if the trial was
-        asked to stop meanwhile, it exits cleanly without having run."""
+        asked to stop meanwhile, it exits cleanly without having run. The wait's log line goes in
+        ``session`` (the launch's write session)."""
         aid = alloc.allocation_id
         address = (list(assignment.container_addrs) or ["127.0.0.1"])[0]
         held = self._proxy_ports.held_by_others(services_of(exp.config, run.task_id, aid, address))
@@ -51,13 +59,12 @@ class PortWaits:
         if aid not in self._waiting:
             self._waiting.add(aid)
             ports = ", ".join(f"{s.port} (task {s.task_id})" for s in held)
-            with self._db.write() as session:
-                master_log(
-                    session,
-                    run.task_id,
-                    f"Trial {run.id} waits for proxy ports held on {address}: {ports}",
-                    allocation_id=aid,
-                )
+            master_log(
+                session,
+                run.task_id,
+                f"Trial {run.id} waits for proxy ports held on {address}: {ports}",
+                allocation_id=aid,
+            )
         retry = threading.Timer(1.0, self._events.put, (("_assigned", (request, assignment)),))
         retry.daemon = True
         retry.start()

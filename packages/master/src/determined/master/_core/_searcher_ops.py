@@ -72,28 +72,51 @@ class SearcherOperations:
         Only a trial's first question changes the searcher (it marks the trial as one on the
         operations protocol); every later one is answered in a read, without a write transaction.
         """
-        with self._transactions.lock, self._transactions.db.read() as session:
+        with self._transactions.lock:
+            if not self._unasked(trial_id, caller_allocation_id):
+                answer = self._read_answer(trial_id, caller_allocation_id)
+                if answer is not _ASK_SEARCHER:
+                    return cast("int | None", answer)
+            with self._transactions.txn() as session:
+                run, exp = get_trial(session, trial_id)
+                answer = self._answer_without_searcher(run, exp, caller_allocation_id)
+                if answer is not _ASK_SEARCHER:
+                    return cast("int | None", answer)
+                searcher = self._searchers.of(exp)
+                length = self._ask(searcher, run.request_id)
+                # Persists that the trial uses operations.
+                self._lifecycle.apply_actions(session, exp, [])
+                return length
+
+    def _unasked(self, trial_id: int, caller_allocation_id: str | None) -> bool:
+        """Whether this is certainly the trial's first question (its caller's allocation names
+        the searcher and the trial's request, and the searcher has no operation for it yet): the
+        read of :meth:`_read_answer` could not answer it, so it is skipped."""
+        alloc = self._allocations.get(caller_allocation_id) if caller_allocation_id else None
+        if alloc is None or alloc.trial_id != trial_id or not alloc.request_id:
+            return False
+        if self._searchers.is_continued(alloc.experiment_id):
+            return False
+        searcher = self._searchers.loaded(alloc.experiment_id)
+        return searcher is not None and alloc.request_id not in searcher.op_lengths
+
+    def _read_answer(self, trial_id: int, caller_allocation_id: str | None) -> int | object | None:
+        """The answer from a read, without a write transaction (every question after a trial's
+        first); :data:`_ASK_SEARCHER` when only the write in :meth:`next_operation` can answer."""
+        with self._transactions.db.read() as session:
             gate = session.connection().execute(_TRIAL_GATE, {"trial_id": trial_id}).first()
-            if gate is not None:  # else the write below answers the 404
-                self._check_caller(caller_allocation_id, trial_id)
-                if not _live(gate.state, gate.exp_state, gate.early_stopped_by_searcher):
-                    return None
-                if self._searchers.is_continued(gate.exp_id):
-                    run, exp = get_trial(session, trial_id)
-                    return cast("int | None", self._answer_without_searcher(run, exp, None))
-                searcher = self._searchers.loaded(gate.exp_id)
-                if searcher is not None and gate.request_id in searcher.op_lengths:
-                    return self._ask(searcher, gate.request_id)
-        with self._transactions.txn() as session:
-            run, exp = get_trial(session, trial_id)
-            answer = self._answer_without_searcher(run, exp, caller_allocation_id)
-            if answer is not _ASK_SEARCHER:
-                return cast("int | None", answer)
-            searcher = self._searchers.of(exp)
-            length = self._ask(searcher, run.request_id)
-            # Persists that the trial uses operations.
-            self._lifecycle.apply_actions(session, exp, [])
-            return length
+            if gate is None:
+                return _ASK_SEARCHER  # the write answers the 404
+            self._check_caller(caller_allocation_id, trial_id)
+            if not _live(gate.state, gate.exp_state, gate.early_stopped_by_searcher):
+                return None
+            if self._searchers.is_continued(gate.exp_id):
+                run, exp = get_trial(session, trial_id)
+                return self._answer_without_searcher(run, exp, None)
+            searcher = self._searchers.loaded(gate.exp_id)
+            if searcher is not None and gate.request_id in searcher.op_lengths:
+                return self._ask(searcher, gate.request_id)
+        return _ASK_SEARCHER
 
     def _answer_without_searcher(
         self, run: Run, exp: Experiment, caller_allocation_id: str | None

@@ -95,7 +95,7 @@ def prepare_task(
         shutil.rmtree(work_dir)
     work_dir.mkdir(parents=True)
     extract(context, work_dir)
-    bin_dir, _warnings = interpreter_bin_dir(config)
+    bin_dir = interpreter_bin_dir(config)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
     base_path = f"/proxy/{task_id}/"
