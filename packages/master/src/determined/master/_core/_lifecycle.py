@@ -11,7 +11,7 @@ import collections
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from determined.master import _wire
@@ -30,6 +30,7 @@ DEFAULT_PREEMPTION_TIMEOUT = 3600.0
 _RUN_OF_REQUEST = select(Run).where(
     Run.experiment_id == bindparam("exp_id"), Run.request_id == bindparam("request_id")
 )
+_INSERT_TASK = insert(Task)
 _END_TASK = update(Task).where(Task.task_id == bindparam("tid")).values(end_time=bindparam("ended"))
 
 
@@ -219,8 +220,14 @@ class Lifecycle:
         )
         session.add(run)
         session.flush()
-        session.add(
-            Task(task_id=run.task_id, task_type="TRIAL", job_id=exp.job_id, trial_id=run.id)
+        session.connection().execute(  # Core: the row is not read back in the transaction
+            _INSERT_TASK,
+            {
+                "task_id": run.task_id,
+                "task_type": "TRIAL",
+                "job_id": exp.job_id,
+                "trial_id": run.id,
+            },
         )
         if lineage:
             master_log(session, run.task_id, f"Trial {run.id} is {lineage}")
