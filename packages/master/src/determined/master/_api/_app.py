@@ -311,16 +311,16 @@ def create_app(master: Master) -> FastAPI:
         )
         return JSONResponse(error_body(500, f"internal error: {exc}"), status_code=500)
 
-    # Six metric-read routes first: /api/v1/trials/time-series must not match /trials/{trial_id}.
-    from determined.master._api import _metric_series
-
-    app.include_router(_metric_series.router)
-    # Routes match in registration order: the trial-reporting routes, hit by every running trial many
-    # times a second, come first so a request does not try every other route's pattern before them.
-    app.include_router(_trials.router)
-    from determined.master._api import _searcher_ops
+    # Routes match in registration order: the routes every running trial hits come first, so its
+    # request does not try every other route's pattern before its own. The searcher operations'
+    # two (a trial's every operation; their paths overlap no other route's) lead.
+    from determined.master._api import _metric_series, _searcher_ops
 
     app.include_router(_searcher_ops.router)
+    # Six metric-read routes next: /api/v1/trials/time-series must not match /trials/{trial_id}.
+    app.include_router(_metric_series.router)
+    # Then the trial-reporting routes.
+    app.include_router(_trials.router)
     app.include_router(info_router)
     app.include_router(_users.router)
     from determined.master._api import _tokens

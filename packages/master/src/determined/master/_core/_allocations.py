@@ -14,7 +14,6 @@ import contextlib
 import dataclasses
 import datetime
 import logging
-import threading
 import time
 from typing import Any
 
@@ -22,6 +21,7 @@ from sqlalchemy import bindparam, insert, select, update
 from sqlalchemy.orm import Session
 
 from determined.master import _auth
+from determined.master._core._deadlines import Deadline, Deadlines
 from determined.master._core._held_rows import update_unloaded
 from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
@@ -93,7 +93,8 @@ class AllocState:
     evicted: bool = False
     """Killed because its agent or slot was disabled: its exit reschedules the trial, uncounted."""
     exited: bool = False
-    timer: threading.Timer | None = None
+    timer: Deadline | None = None
+    """Its preemption timeout, once the preemption is committed."""
 
     def preempted_by_kill(self, failed: bool) -> str | None:
         """Why the master killed this allocation as a preemption rather than a crash (it ignored
@@ -121,6 +122,8 @@ class Allocations:
         self._long_polls_ended = False
         self.loop: asyncio.AbstractEventLoop | None = None
         """The HTTP server's event loop (preemption long-polls wait on it)."""
+        self._deadlines = Deadlines()
+        """The preemption timeouts (one thread for all of them)."""
 
     # ------------------------------------------------------------------------------------------
     # lookups
@@ -229,10 +232,10 @@ class Allocations:
                     current.preemption_timed_out = True
                     self._rm.kill(aid)
 
-        timer = threading.Timer(timeout, on_timeout)
-        timer.daemon = True
-        alloc.timer = timer
-        self._transactions.effect(timer.start)
+        def start_timeout() -> None:
+            alloc.timer = self._deadlines.later(timeout, on_timeout)
+
+        self._transactions.effect(start_timeout)
 
     def end_unlaunched(self, session: Session, alloc: AllocState, reason: str) -> None:
         """Forget an allocation that never launched (withdraw it from the RM queue)."""
@@ -344,11 +347,8 @@ class Allocations:
         return bool(current and current.preempt)
 
     def close(self) -> None:
-        """Cancel every pending preemption timer (master shutdown)."""
-        with self._transactions.lock:
-            for alloc in self._by_id.values():
-                if alloc.timer is not None:
-                    alloc.timer.cancel()
+        """Cancel every pending preemption timeout (master shutdown)."""
+        self._deadlines.stop()
 
 
 _INSERT_ALLOCATION = insert(Allocation)
