@@ -176,31 +176,8 @@ class AllocationEvents:
                 logger.error("master: handling %s failed:\n%s", name, traceback.format_exc())
 
     def _take_queued(self, name: str) -> list[tuple[Any, ...]]:
-        """Take the queued events called ``name`` out of turn, to handle them with the one in hand.
-
-        Only events of allocations with nothing queued before them are taken, so each
-        allocation's events keep their order; other allocations' events are independent of them.
-        A busy master finds several starts queued together: one transaction records them all."""
-        while True:
-            try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            self._held.append(item)
-            if item is None:
-                break
-        taken: list[tuple[Any, ...]] = []
-        kept: collections.deque[tuple[str, tuple[Any, ...]] | None] = collections.deque()
-        earlier: set[str] = set()
-        for item in self._held:
-            if item is not None and item[0] == name and item[1][0] not in earlier:
-                taken.append(item[1])
-                continue
-            kept.append(item)
-            if item is not None and item[0] != "_barrier":
-                args = item[1]
-                earlier.add(args[0].allocation_id if item[0] == "_assigned" else args[0])
-        self._held = kept
+        """Take the queued events called ``name`` out of turn (see :func:`_take_out_of_turn`)."""
+        taken, self._held = _take_out_of_turn(self._queue, self._held, name)
         return taken
 
     def _wait_for_database(self) -> None:
@@ -513,3 +490,37 @@ def explicit_image(original: str) -> str | None:
     env = raw.get("environment") if isinstance(raw, dict) else None
     image = env.get("image") if isinstance(env, dict) else None
     return str(image) if image else None
+
+
+_Event = tuple[str, tuple[Any, ...]] | None
+
+
+def _take_out_of_turn(
+    events: queue.Queue[_Event], held: collections.deque[_Event], name: str
+) -> tuple[list[tuple[Any, ...]], collections.deque[_Event]]:
+    """The arguments of the queued events called ``name``, to handle with the one in hand, and the
+    events left (``held`` with what was queued after it, in order).
+
+    Only events of allocations with nothing queued before them are taken, so each allocation's
+    events keep their order; other allocations' events are independent of them. A busy master
+    finds several starts queued together: one transaction records them all."""
+    while True:
+        try:
+            item = events.get_nowait()
+        except queue.Empty:
+            break
+        held.append(item)
+        if item is None:
+            break
+    taken: list[tuple[Any, ...]] = []
+    kept: collections.deque[_Event] = collections.deque()
+    earlier: set[str] = set()
+    for item in held:
+        if item is not None and item[0] == name and item[1][0] not in earlier:
+            taken.append(item[1])
+            continue
+        kept.append(item)
+        if item is not None and item[0] != "_barrier":
+            args = item[1]
+            earlier.add(args[0].allocation_id if item[0] == "_assigned" else args[0])
+    return taken, kept

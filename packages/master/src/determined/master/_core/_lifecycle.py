@@ -179,31 +179,7 @@ class Lifecycle:
         self.searcher_event(session, exp, lambda s: s.initial_trials())
 
     def _create_trial(self, session: Session, exp: Experiment, action: Any) -> Run:
-        searcher_cfg = exp.config.get("searcher") or {}
-        warm = searcher_cfg.get("source_checkpoint_uuid")
-        source_trial = searcher_cfg.get("source_trial_id")
-        if not warm and source_trial:
-            ckpt = latest_completed_checkpoint(session, int(source_trial))
-            warm = ckpt.uuid if ckpt is not None else None
-        lineage = None
-        if action.parent_request_id:
-            # Population-based training: start from the parent trial's latest checkpoint.
-            parent = session.scalar(
-                _RUN_OF_REQUEST, {"exp_id": exp.id, "request_id": action.parent_request_id}
-            )
-            ckpt = (
-                latest_completed_checkpoint(session, parent.id, action.parent_steps)
-                if parent
-                else None
-            )
-            warm = ckpt.uuid if ckpt is not None else None
-            if parent is not None and ckpt is not None:
-                lineage = (
-                    f"warm-started from trial {parent.id}'s checkpoint {ckpt.uuid} "
-                    f"({ckpt.steps_completed} steps completed)"
-                )
-            elif parent is not None:
-                lineage = f"trial {parent.id} has no checkpoint to start from; starting fresh"
+        warm, lineage = _warm_start(session, exp, action)
         active = exp.state == "ACTIVE"
         run = Run(
             experiment_id=exp.id,
@@ -364,3 +340,32 @@ def exited_reason(name: str) -> Any:
 
     name = name.removeprefix("EXITED_REASON_")
     return ExitedReason[name]
+
+
+def _warm_start(session: Session, exp: Experiment, action: Any) -> tuple[str | None, str | None]:
+    """The checkpoint a new trial starts from (the searcher's source checkpoint or trial, or for
+    population-based training its parent's latest) and the line its log says so with, if any."""
+    searcher_cfg = exp.config.get("searcher") or {}
+    warm = searcher_cfg.get("source_checkpoint_uuid")
+    source_trial = searcher_cfg.get("source_trial_id")
+    if not warm and source_trial:
+        ckpt = latest_completed_checkpoint(session, int(source_trial))
+        warm = ckpt.uuid if ckpt is not None else None
+    lineage = None
+    if action.parent_request_id:
+        # Population-based training: start from the parent trial's latest checkpoint.
+        parent = session.scalar(
+            _RUN_OF_REQUEST, {"exp_id": exp.id, "request_id": action.parent_request_id}
+        )
+        ckpt = (
+            latest_completed_checkpoint(session, parent.id, action.parent_steps) if parent else None
+        )
+        warm = ckpt.uuid if ckpt is not None else None
+        if parent is not None and ckpt is not None:
+            lineage = (
+                f"warm-started from trial {parent.id}'s checkpoint {ckpt.uuid} "
+                f"({ckpt.steps_completed} steps completed)"
+            )
+        elif parent is not None:
+            lineage = f"trial {parent.id} has no checkpoint to start from; starting fresh"
+    return warm, lineage
