@@ -46,8 +46,9 @@ class Deadlines:
         self._cond = threading.Condition()
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
-        self._stop_flag: list[bool] = [False]
-        """The running thread's own stop flag (a thread that :meth:`stop` let go sees only its own)."""
+        self._stopped = threading.Event()
+        """The running thread's own stop signal (a thread that :meth:`stop` let go sees only its
+        own, never a newer thread's)."""
 
     def later(self, delay: float, fn: Callable[[], None]) -> Deadline:
         """Run ``fn`` in ``delay`` seconds (unless the returned deadline is cancelled)."""
@@ -55,9 +56,9 @@ class Deadlines:
         with self._cond:
             heapq.heappush(self._heap, deadline)
             if self._thread is None:
-                self._stop_flag = flag = [False]
+                self._stopped = stopped = threading.Event()
                 self._thread = threading.Thread(
-                    target=self._run, args=(flag,), name=self._name, daemon=True
+                    target=self._run, args=(stopped,), name=self._name, daemon=True
                 )
                 self._thread.start()
             elif self._heap[0] is deadline:
@@ -67,7 +68,7 @@ class Deadlines:
     def stop(self) -> None:
         """Drop every pending callback and end the thread (a later :meth:`later` starts another)."""
         with self._cond:
-            self._stop_flag[0] = True
+            self._stopped.set()
             for deadline in self._heap:
                 deadline.cancelled = True
             self._heap.clear()
@@ -76,7 +77,7 @@ class Deadlines:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
 
-    def _run(self, stopped: list[bool]) -> None:
+    def _run(self, stopped: threading.Event) -> None:
         while True:
             with self._cond:
                 due = self._next_due(stopped)
@@ -87,9 +88,9 @@ class Deadlines:
             except Exception:
                 logger.exception("master: a timed callback failed")
 
-    def _next_due(self, stopped: list[bool]) -> Deadline | None:
+    def _next_due(self, stopped: threading.Event) -> Deadline | None:
         """Wait (holding the condition) for the next callback that is due; None once stopped."""
-        while not stopped[0]:
+        while not stopped.is_set():
             while self._heap and self._heap[0].cancelled:
                 heapq.heappop(self._heap)
             if not self._heap:

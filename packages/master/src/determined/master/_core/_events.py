@@ -43,23 +43,20 @@ from determined.master.db import (
     Experiment,
     Run,
     User,
+    latest_completed_query,
     utcnow,
 )
 
 logger = logging.getLogger("determined.master")
 
+_Event = tuple[str, tuple[Any, ...]] | None
+"""A queued event: (handler name, arguments), or None to stop the dispatcher."""
+
 
 def _latest_completed(column: Any) -> Any:
     """``column`` of the trial's latest COMPLETED checkpoint (what a launch resumes from), as a
-    scalar subquery of the launch's SELECT: the same order as ``latest_completed_checkpoint``."""
-    return (
-        select(column)
-        .where(Checkpoint.trial_id == Run.id, Checkpoint.state == "COMPLETED")
-        .order_by(Checkpoint.report_time.desc(), Checkpoint.id.desc())
-        .limit(1)
-        .correlate(Run)
-        .scalar_subquery()
-    )
+    scalar subquery of the launch's SELECT."""
+    return latest_completed_query(Run.id, column).correlate(Run).scalar_subquery()
 
 
 _LAUNCH_ROWS = (
@@ -101,8 +98,8 @@ class AllocationEvents:
         self._cluster_id = cluster_id
         self.master_url = ""
         """The URL trials reach the master on (known once the HTTP socket is bound)."""
-        self._queue: queue.Queue[tuple[str, tuple[Any, ...]] | None] = queue.Queue()
-        self._held: collections.deque[tuple[str, tuple[Any, ...]] | None] = collections.deque()
+        self._queue: queue.Queue[_Event] = queue.Queue()
+        self._held: collections.deque[_Event] = collections.deque()
         """Events taken from the queue to look past them (:meth:`_take_queued`), handled first."""
         self._thread: threading.Thread | None = None
         self._stopping = threading.Event()
@@ -391,8 +388,8 @@ class _LaunchRows(NamedTuple):
 
 def _launch_rows(session: Session, trial_id: int) -> _LaunchRows | None:
     """What a trial's launch reads, in one SELECT: its run, its experiment with the context, the
-    experiment's owner and the checkpoint it resumes from (its latest completed checkpoint, else its warm-start
-    checkpoint at step 0)."""
+    experiment's owner and the checkpoint it resumes from (its latest completed checkpoint, else
+    its warm-start checkpoint at step 0)."""
     row = session.execute(_LAUNCH_ROWS, {"trial_id": trial_id}).first()
     if row is None:
         return None
@@ -490,9 +487,6 @@ def explicit_image(original: str) -> str | None:
     env = raw.get("environment") if isinstance(raw, dict) else None
     image = env.get("image") if isinstance(env, dict) else None
     return str(image) if image else None
-
-
-_Event = tuple[str, tuple[Any, ...]] | None
 
 
 def _take_out_of_turn(

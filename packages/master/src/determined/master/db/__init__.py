@@ -28,6 +28,7 @@ from determined.master.db._queries import (
     checkpoint_validation_metrics,
     core_rows,
     latest_completed_checkpoint,
+    latest_completed_query,
     registered_versions,
     validation_at_step,
 )
@@ -91,6 +92,7 @@ __all__ = [
     "checkpoint_validation_metrics",
     "core_rows",
     "latest_completed_checkpoint",
+    "latest_completed_query",
     "note_revoked",
     "registered_versions",
     "take_revoked",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Executable, Result, bindparam, select
+from sqlalchemy import Executable, Result, Select, bindparam, select
 from sqlalchemy.orm import Session
 
 from determined.master.db._models import Checkpoint, Metric, Model, ModelVersion
@@ -60,18 +60,25 @@ def latest_completed_checkpoint(
 ) -> Checkpoint | None:
     """The trial's most recently reported COMPLETED checkpoint (what a restart resumes from);
     with ``max_steps``, the latest one of at most that many ``steps_completed``."""
-    query = _LATEST_COMPLETED  # built once: every trial's launch asks it
+    query = _LATEST_COMPLETED  # built once: trials' creation and exit ask it
     if max_steps is not None:
         query = query.where(Checkpoint.steps_completed <= max_steps)
     return session.scalar(query, {"trial_id": trial_id})
 
 
-_LATEST_COMPLETED = (
-    select(Checkpoint)
-    .where(Checkpoint.trial_id == bindparam("trial_id"), Checkpoint.state == "COMPLETED")
-    .order_by(Checkpoint.report_time.desc(), Checkpoint.id.desc())
-    .limit(1)
-)
+def latest_completed_query(trial_id: Any, *columns: Any) -> Select[Any]:
+    """The SELECT of :func:`latest_completed_checkpoint` for the trial ``trial_id`` (a bound
+    parameter, or a column to correlate the query as a subquery): ``columns`` of the checkpoint,
+    or the whole row."""
+    return (
+        select(*(columns or (Checkpoint,)))
+        .where(Checkpoint.trial_id == trial_id, Checkpoint.state == "COMPLETED")
+        .order_by(Checkpoint.report_time.desc(), Checkpoint.id.desc())
+        .limit(1)
+    )
+
+
+_LATEST_COMPLETED: Select[Checkpoint] = latest_completed_query(bindparam("trial_id"))
 
 
 def registered_versions(session: Session, uuids: Iterable[str]) -> dict[str, list[str]]:
