@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from determined.client import Session, read_context_dir
-from determined.master._core._events import UNSENT_SIGKILL
+from determined.master._core._trial_exits import UNSENT_SIGKILL
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

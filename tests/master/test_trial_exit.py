@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from process_tree import alive
 
-from determined.master._core._events import UNSENT_SIGKILL
+from determined.master._core._trial_exits import UNSENT_SIGKILL
 from determined.master.rm import _process
 
 ESCAPED = """

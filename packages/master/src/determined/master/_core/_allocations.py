@@ -191,8 +191,10 @@ class Allocations:
         alloc = AllocState(
             allocation_id, run.id, exp.id, run.task_id, token, user_token, run.request_id
         )
+        previous = self._of_trial.get(run.id)
         self._by_id[allocation_id] = alloc
         self._of_trial[run.id] = allocation_id
+        self._transactions.undo(lambda: self._unrequest(alloc, previous))
         request = AllocationRequest(
             allocation_id=allocation_id,
             task_id=run.task_id,
@@ -213,6 +215,14 @@ class Allocations:
         )
         self._transactions.effect(lambda: self._rm.submit(request))
         return alloc
+
+    def _unrequest(self, alloc: AllocState, previous: str | None) -> None:
+        """Undo :meth:`request` after its transaction failed: the RM never heard of it."""
+        self._by_id.pop(alloc.allocation_id, None)
+        if previous is None:
+            self._of_trial.pop(alloc.trial_id, None)
+        else:
+            self._of_trial[alloc.trial_id] = previous
 
     def request_preemption(self, session: Session, alloc: AllocState, timeout: float) -> None:
         """Raise the preemption signal of ``alloc``; kill it if it has not exited after
@@ -279,6 +289,7 @@ class Allocations:
         if alloc is None or alloc.exited:
             return None
         alloc.exited = True
+        self._transactions.undo(lambda: self._unexit(alloc))
         if alloc.timer is not None:
             alloc.timer.cancel()
         self._transactions.effect(lambda: self.wake(allocation_id))
@@ -293,6 +304,12 @@ class Allocations:
         note_revoked(session, allocation_ids=[allocation_id])
         revoke_trial_session(session, allocation_id, alloc.user_token)
         return alloc
+
+    def _unexit(self, alloc: AllocState) -> None:
+        """Undo :meth:`mark_exited` after its transaction failed: the exit can be handled again
+        (its preemption timeout, cancelled, is not needed: the process has ended)."""
+        alloc.exited = False
+        self._by_id[alloc.allocation_id] = alloc
 
     # ------------------------------------------------------------------------------------------
     # requests of the trial itself (each in its own transaction)

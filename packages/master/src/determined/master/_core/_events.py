@@ -16,7 +16,6 @@ import logging
 import pathlib
 import queue
 import secrets
-import signal
 import socket
 import threading
 import time
@@ -30,13 +29,11 @@ from sqlalchemy.orm import Session, undefer
 from determined.master._core import _launch
 from determined.master._core._allocations import Allocations, AllocState
 from determined.master._core._db_errors import unavailable
-from determined.master._core._experiments import get_trial
 from determined.master._core._port_waits import PortWaits
 from determined.master._core._proxy_ports import ProxyPorts, services_of
 from determined.master._core._task_logs import master_log, store_task_lines
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
-from determined.master._wire import APIError
 from determined.master.db import (
     Allocation,
     Checkpoint,
@@ -167,6 +164,8 @@ class AllocationEvents:
             try:
                 if name == "_started":
                     self._started_all([args, *self._take_queued("_started")])
+                elif name == "_exited":
+                    self._exited_all([args, *self._take_queued("_exited")])
                 else:
                     getattr(self, name)(*args)
             except Exception:
@@ -331,10 +330,18 @@ class AllocationEvents:
             with self._db.write() as session:
                 session.connection().execute(_SET_ALLOCATION_RUNNING, rows)
 
-    def _exited(self, allocation_id: str, exit_code: int | None, error: str | None) -> None:
+    def _exited_all(self, exits: list[tuple[Any, ...]]) -> None:
+        """Handle allocations' exits: trials' together in one lifecycle transaction (a busy master
+        finds several queued at once; see :meth:`Transactions.batch` for a failed batch)."""
+        trials = [args for args in exits if self._trial_exit(*args)]
+        self._transactions.batch(trials, lambda session, args: self._trial_exited(session, *args))
+
+    def _trial_exit(self, allocation_id: str, exit_code: int | None, error: str | None) -> bool:
+        """Whether this exit is a trial's to handle in a lifecycle transaction (else it is handled
+        here: a task's, or a failure while the master stops)."""
         if self.tasks is not None and self.tasks.owns(allocation_id):
             self.tasks.exited(allocation_id, exit_code, error)
-            return
+            return False
         self.proxy_ports.unregister(allocation_id)
         self._port_waits.discard(allocation_id)
         if self.shutting_down and (error is not None or exit_code != 0):
@@ -345,37 +352,16 @@ class AllocationEvents:
                 allocation_id,
                 error or f"code {exit_code}",
             )
-            return
-        with self._transactions.txn() as session:
-            alloc = self._allocations.mark_exited(session, allocation_id, exit_code, error)
-            if alloc is None:
-                return
-            try:
-                run, exp = get_trial(session, alloc.trial_id)
-            except APIError:
-                return  # deleted with its experiment meanwhile
-            if error:
-                message = f"Trial {run.id} (run {run.run_id}) failed to run: {error}"
-            else:
-                message = _exit_message(run, exit_code)
-                if exit_code == -signal.SIGKILL and not (
-                    alloc.kill_requested or alloc.preemption_timed_out
-                ):
-                    message += f"; {UNSENT_SIGKILL}"
-            failed = error is not None or exit_code != 0
-            note = alloc.preempted_by_kill(failed)
-            if note is not None:  # killed by us: a preemption, not a crash
-                message += f" ({note})"
-                failed = False
-                alloc.acked = True
-            master_log(
-                session,
-                run.task_id,
-                message,
-                "LOG_LEVEL_ERROR" if failed and not alloc.kill_requested else "LOG_LEVEL_INFO",
-                allocation_id,
-            )
-            self._trial_exits.trial_exited(session, exp, run, alloc, failed)
+            return False
+        return True
+
+    def _trial_exited(
+        self, session: Session, allocation_id: str, exit_code: int | None, error: str | None
+    ) -> None:
+        """Record a trial's allocation exit and move the trial on, in the open transaction."""
+        alloc = self._allocations.mark_exited(session, allocation_id, exit_code, error)
+        if alloc is not None:
+            self._trial_exits.allocation_exited(session, alloc, exit_code, error)
 
 
 class _LaunchRows(NamedTuple):
@@ -452,26 +438,6 @@ def _log_new_runner(session: Session, task_id: str, aid: str, config: dict[str, 
         + json.dumps(config, default=str),
         allocation_id=aid,
     )
-
-
-UNSENT_SIGKILL = (
-    "det did not send this SIGKILL: it came from outside, most often from the kernel's"
-    " out-of-memory killer (the node's `dmesg` names the process it killed)"
-)
-"""Added to the exit of a process killed by a SIGKILL the master never sent: upstream shows only
-the exit code, and users are left to guess."""
-
-
-def _exit_message(run: Run, exit_code: int | None) -> str:
-    """How a trial's process ended; a non-zero exit also in upstream's words, which its tools and
-    tests look for."""
-    message = f"Trial {run.id} (run {run.run_id}) exited with code {exit_code}"
-    if exit_code:
-        message += (
-            "; resources failed with non-zero exit code: container failed with"
-            f" non-zero exit code: {exit_code} (exit code {exit_code})"
-        )
-    return message
 
 
 @functools.lru_cache(maxsize=64)

@@ -8,15 +8,18 @@ searcher hears every terminal exit (an early exit first, as upstream reports it)
 
 from __future__ import annotations
 
+import signal
+
 from sqlalchemy.orm import Session
 
 from determined.master import _wire
 from determined.master._core._allocations import AllocState
+from determined.master._core._experiments import get_trial
 from determined.master._core._lifecycle import Lifecycle, exited_reason
 from determined.master._core._log_policies import failure_verdict, node_of_pool
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._task_logs import master_log
-from determined.master._wire import STOP_TO_TERMINAL
+from determined.master._wire import STOP_TO_TERMINAL, APIError
 from determined.master.db import Experiment, Run
 
 
@@ -26,6 +29,39 @@ class TrialExits:
     def __init__(self, lifecycle: Lifecycle, searchers: SearcherStates) -> None:
         self._lifecycle = lifecycle
         self._searchers = searchers
+
+    def allocation_exited(
+        self, session: Session, alloc: AllocState, exit_code: int | None, error: str | None
+    ) -> None:
+        """Log how an allocation of a trial ended (already recorded by ``mark_exited``) and move
+        the trial on."""
+        allocation_id = alloc.allocation_id
+        try:
+            run, exp = get_trial(session, alloc.trial_id)
+        except APIError:
+            return  # deleted with its experiment meanwhile
+        if error:
+            message = f"Trial {run.id} (run {run.run_id}) failed to run: {error}"
+        else:
+            message = _exit_message(run, exit_code)
+            if exit_code == -signal.SIGKILL and not (
+                alloc.kill_requested or alloc.preemption_timed_out
+            ):
+                message += f"; {UNSENT_SIGKILL}"
+        failed = error is not None or exit_code != 0
+        note = alloc.preempted_by_kill(failed)
+        if note is not None:  # killed by us: a preemption, not a crash
+            message += f" ({note})"
+            failed = False
+            alloc.acked = True
+        master_log(
+            session,
+            run.task_id,
+            message,
+            "LOG_LEVEL_ERROR" if failed and not alloc.kill_requested else "LOG_LEVEL_INFO",
+            allocation_id,
+        )
+        self.trial_exited(session, exp, run, alloc, failed)
 
     def trial_exited(
         self, session: Session, exp: Experiment, run: Run, alloc: AllocState | None, failed: bool
@@ -119,3 +155,23 @@ class TrialExits:
                 session, exp, lambda s: s.trial_exited_early(rid, reason)
             )
         self._lifecycle.searcher_event(session, exp, lambda s: s.trial_exited(rid))
+
+
+UNSENT_SIGKILL = (
+    "det did not send this SIGKILL: it came from outside, most often from the kernel's"
+    " out-of-memory killer (the node's `dmesg` names the process it killed)"
+)
+"""Added to the exit of a process killed by a SIGKILL the master never sent: upstream shows only
+the exit code, and users are left to guess."""
+
+
+def _exit_message(run: Run, exit_code: int | None) -> str:
+    """How a trial's process ended; a non-zero exit also in upstream's words, which its tools and
+    tests look for."""
+    message = f"Trial {run.id} (run {run.run_id}) exited with code {exit_code}"
+    if exit_code:
+        message += (
+            "; resources failed with non-zero exit code: container failed with"
+            f" non-zero exit code: {exit_code} (exit code {exit_code})"
+        )
+    return message

@@ -1,0 +1,138 @@
+"""Trial exits queued together are handled in one lifecycle transaction; a failed batch is undone in
+memory and each exit handled again alone, so one bad exit does not take the others with it."""
+
+from __future__ import annotations
+
+import pathlib
+import threading
+from typing import Any
+
+import pytest
+from master.conftest import Client, wait_for
+
+from determined.master._core._transactions import Transactions
+from determined.master.db import Database
+
+WAIT_AT_GATE = """
+import os, pathlib, time
+here = pathlib.Path(os.environ["GATE_DIR"])
+(here / ("ready-" + os.environ["DET_TRIAL_ID"])).touch()
+while not (here / "go").exists():
+    time.sleep(0.02)
+"""
+
+
+class _Hold:
+    """Passed to the events thread's barrier: its ``set`` blocks the thread until released."""
+
+    def __init__(self) -> None:
+        self.holding = threading.Event()
+        self.release = threading.Event()
+
+    def set(self) -> None:
+        self.holding.set()
+        self.release.wait(120)
+
+
+def _three_waiting_trials(master: Any, tmp_path: pathlib.Path) -> tuple[Client, int, list[int]]:
+    """An experiment of three trials, each waiting at ``tmp_path/go`` once it started."""
+    client = Client(master.url).login()
+    config = {
+        "name": "exit-batch",
+        "entrypoint": "python3 gate.py",
+        "searcher": {"name": "grid", "metric": "x", "max_length": 1, "max_concurrent_trials": 3},
+        "hyperparameters": {"n": {"type": "categorical", "vals": [1, 2, 3]}},
+        "environment": {"environment_variables": [f"GATE_DIR={tmp_path}"]},
+        "max_restarts": 0,
+    }
+    exp_id = client.create(config, {"gate.py": WAIT_AT_GATE})
+    wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == 3, 120, "three trials to start")
+    return client, exp_id, [int(t["id"]) for t in client.trials(exp_id)]
+
+
+def _exit_together(master: Any, tmp_path: pathlib.Path) -> None:
+    """Hold the events thread, let the trials exit, and release it once all three exits queue."""
+    events = master.manager.events
+    events.wait_idle()
+    hold = _Hold()
+    events._queue.put(("_barrier", (hold,)))
+    wait_for(hold.holding.is_set, 30, "the events thread to hold")
+    (tmp_path / "go").touch()
+    wait_for(lambda: events._queue.qsize() >= 3, 60, "the three exits to queue")
+    hold.release.set()
+
+
+def test_exits_queued_together_share_one_transaction(
+    sqlite_master: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, exp_id, _ = _three_waiting_trials(sqlite_master, tmp_path)
+    events = sqlite_master.manager.events
+    batches: list[int] = []
+    handle = events._exited_all
+    monkeypatch.setattr(
+        events, "_exited_all", lambda exits: (batches.append(len(exits)), handle(exits))
+    )
+    _exit_together(sqlite_master, tmp_path)
+    client.wait_state(exp_id, "STATE_COMPLETED")
+    assert batches == [3]
+    assert [t["state"] for t in client.trials(exp_id)] == ["STATE_COMPLETED"] * 3
+
+
+def test_a_failed_batch_is_undone_and_each_exit_handled_alone(
+    sqlite_master: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, exp_id, trial_ids = _three_waiting_trials(sqlite_master, tmp_path)
+    manager = sqlite_master.manager
+    bad = trial_ids[1]
+    bad_alloc = manager.allocations.live(bad)
+    assert bad_alloc is not None
+    exits = manager.trial_exits
+    move_on = exits.trial_exited
+
+    def failing(session: Any, exp: Any, run: Any, alloc: Any, failed: bool) -> None:
+        if run.id == bad:
+            raise RuntimeError("injected failure of one exit")
+        move_on(session, exp, run, alloc, failed)
+
+    monkeypatch.setattr(exits, "trial_exited", failing)
+    _exit_together(sqlite_master, tmp_path)
+    completed = {t for t in trial_ids if t != bad}
+    wait_for(
+        lambda: (
+            {t["id"] for t in client.trials(exp_id) if t["state"] == "STATE_COMPLETED"} == completed
+        ),
+        60,
+        "the two good exits to be handled",
+        lambda: str(client.trials(exp_id)),
+    )
+    manager.events.wait_idle()
+    # the failed exit left the master's memory as before it: the allocation is live again
+    assert manager.allocations.get(bad_alloc.allocation_id) is bad_alloc
+    assert not bad_alloc.exited
+    assert client.experiment(exp_id)["state"] == "STATE_RUNNING"
+    logs = "\n".join(r["message"] for r in sqlite_master.log_buffer)
+    assert "a batch of 3 failed" in logs and "injected failure" in logs
+
+    monkeypatch.setattr(exits, "trial_exited", move_on)
+    manager.events.allocation_exited(bad_alloc.allocation_id, 0, None)  # handled again: now fine
+    client.wait_state(exp_id, "STATE_COMPLETED")
+    assert [t["state"] for t in client.trials(exp_id)] == ["STATE_COMPLETED"] * 3
+
+
+def test_undos_run_newest_first_only_when_the_transaction_fails(tmp_path: pathlib.Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'det.sqlite'}")
+    db.migrate()
+    transactions = Transactions(db)
+    done: list[str] = []
+    with transactions.txn():
+        transactions.undo(lambda: done.append("committed"))
+    assert done == []
+    with pytest.raises(RuntimeError), transactions.txn():
+        transactions.undo(lambda: done.append("first"))
+        with transactions.txn():  # a nested transaction that committed is not undone
+            transactions.undo(lambda: done.append("nested, committed"))
+        transactions.undo(lambda: done.append("second"))
+        transactions.effect(lambda: done.append("effect"))
+        raise RuntimeError("fails")
+    assert done == ["second", "first"]
+    db.close()
