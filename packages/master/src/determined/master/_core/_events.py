@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import json
 import logging
 import pathlib
 import queue
@@ -20,15 +19,21 @@ import socket
 import threading
 import time
 import traceback
-from typing import Any, NamedTuple
+from typing import Any
 
 import sqlalchemy
-from sqlalchemy import bindparam, select, text, update
-from sqlalchemy.orm import Session, undefer
+from sqlalchemy import bindparam, text, update
+from sqlalchemy.orm import Session
 
 from determined.master._core import _launch
 from determined.master._core._allocations import Allocations, AllocState
 from determined.master._core._db_errors import unavailable
+from determined.master._core._launch_rows import (
+    LaunchedExperiment,
+    LaunchedRun,
+    LaunchRows,
+    launch_rows,
+)
 from determined.master._core._port_waits import PortWaits
 from determined.master._core._proxy_ports import ProxyPorts, services_of
 from determined.master._core._task_logs import master_log, store_task_lines
@@ -36,11 +41,6 @@ from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
 from determined.master.db import (
     Allocation,
-    Checkpoint,
-    Experiment,
-    Run,
-    User,
-    latest_completed_query,
     utcnow,
 )
 
@@ -50,25 +50,6 @@ _Event = tuple[str, tuple[Any, ...]] | None
 """A queued event: (handler name, arguments), or None to stop the dispatcher."""
 
 
-def _latest_completed(column: Any) -> Any:
-    """``column`` of the trial's latest COMPLETED checkpoint (what a launch resumes from), as a
-    scalar subquery of the launch's SELECT."""
-    return latest_completed_query(Run.id, column).correlate(Run).scalar_subquery()
-
-
-_LAUNCH_ROWS = (
-    select(
-        Run,
-        Experiment,
-        User,
-        _latest_completed(Checkpoint.uuid),
-        _latest_completed(Checkpoint.steps_completed),
-    )
-    .join(Experiment, Experiment.id == Run.experiment_id)
-    .outerjoin(User, User.id == Experiment.owner_id)
-    .where(Run.id == bindparam("trial_id"))
-    .options(undefer(Experiment.model_definition))  # the launch extracts the context tarball
-)
 _DB_FRESH_S = 1.0
 """A database that answered a statement this recently, with no error since, is not probed before an
 event (a healthy, busy master pays nothing; an idle one probes once per event)."""
@@ -231,7 +212,7 @@ class AllocationEvents:
                 return
             alloc.assigned = True
             with self._db.write() as session:
-                rows = _launch_rows(session, alloc.trial_id)
+                rows = launch_rows(session, alloc.trial_id)
                 if rows is None:
                     self._rm.release(aid)
                     return
@@ -252,7 +233,7 @@ class AllocationEvents:
         try:
             latest_uuid, steps = rows.resume if rows.resume else (None, 0)
             env, hook = self._prepare(
-                alloc, run, exp, rows.user, assignment, work_dir, latest_uuid, steps
+                alloc, run, exp, rows.username, assignment, work_dir, latest_uuid, steps
             )
         except Exception as e:
             with self._db.write() as session:
@@ -272,7 +253,7 @@ class AllocationEvents:
             if alloc.kill_requested:
                 self._rm.kill(aid)
 
-    def _not_launched(self, session: Session, run: Run, aid: str, error: Exception) -> None:
+    def _not_launched(self, session: Session, run: LaunchedRun, aid: str, error: Exception) -> None:
         """A trial that could not be prepared: its log says why, its slots go back and its exit is
         handled as a failure to run."""
         message = f"failed to prepare the trial: {error}"
@@ -283,9 +264,9 @@ class AllocationEvents:
     def _prepare(
         self,
         alloc: AllocState,
-        run: Run,
-        exp: Experiment,
-        user: User | None,
+        run: LaunchedRun,
+        exp: LaunchedExperiment,
+        username: str | None,
         assignment: Any,
         work_dir: pathlib.Path,
         latest_uuid: str | None,
@@ -305,6 +286,7 @@ class AllocationEvents:
             trial_seed=int(run.seed),
             hparams=run.hparams,
             config=exp.config,
+            config_json=exp.config_json,
             run_id=run.run_id,
             steps_completed=steps,
             latest_checkpoint=latest_uuid,
@@ -314,7 +296,7 @@ class AllocationEvents:
             gpu_uuids=list(assignment.gpu_uuids),
             slot_type=str((self._rm.describe() or {}).get("slot_type", "cpu")),
             collective_key=secrets.token_hex(16),
-            user=user.username if user else "determined",
+            user=username or "determined",
             user_token=alloc.user_token,
         )
 
@@ -364,31 +346,6 @@ class AllocationEvents:
             self._trial_exits.allocation_exited(session, alloc, exit_code, error)
 
 
-class _LaunchRows(NamedTuple):
-    run: Run
-    exp: Experiment
-    user: User | None
-    resume: tuple[str, int] | None
-    """The uuid and steps_completed of the checkpoint the launch resumes from, if any."""
-
-
-def _launch_rows(session: Session, trial_id: int) -> _LaunchRows | None:
-    """What a trial's launch reads, in one SELECT: its run, its experiment with the context, the
-    experiment's owner and the checkpoint it resumes from (its latest completed checkpoint, else
-    its warm-start checkpoint at step 0)."""
-    row = session.execute(_LAUNCH_ROWS, {"trial_id": trial_id}).first()
-    if row is None:
-        return None
-    run, exp, user, uuid, steps = row
-    if uuid is not None:
-        resume: tuple[str, int] | None = (uuid, int(steps or 0))
-    elif run.warm_start_checkpoint_uuid:
-        resume = (run.warm_start_checkpoint_uuid, 0)
-    else:
-        resume = None
-    return _LaunchRows(run, exp, user, resume)
-
-
 _SET_ALLOCATION_STATE = (
     update(Allocation)
     .where(Allocation.allocation_id == bindparam("aid"))
@@ -404,7 +361,7 @@ authentication cache watches (see ``_deps.AuthCache``)."""
 
 
 def _log_launch(
-    session: Session, rows: _LaunchRows, aid: str, assignment: Any, argv: list[str]
+    session: Session, rows: LaunchRows, aid: str, assignment: Any, argv: list[str]
 ) -> None:
     """Record a trial's launch: its allocation ASSIGNED and the lines its log shows for it."""
     run, exp = rows.run, rows.exp
@@ -426,16 +383,15 @@ def _log_launch(
         f" launching {argv}{resuming}",
         allocation_id=aid,
     )
-    _log_new_runner(session, run.task_id, aid, exp.config)
+    _log_new_runner(session, run.task_id, aid, exp.config_json)
 
 
-def _log_new_runner(session: Session, task_id: str, aid: str, config: dict[str, Any]) -> None:
+def _log_new_runner(session: Session, task_id: str, aid: str, config_json: str) -> None:
     """Upstream's launcher logs this line at every start of a trial's process; tools count it."""
     master_log(
         session,
         task_id,
-        f"New trial runner in (container {aid}) on agent {socket.gethostname()}: "
-        + json.dumps(config, default=str),
+        f"New trial runner in (container {aid}) on agent {socket.gethostname()}: " + config_json,
         allocation_id=aid,
     )
 

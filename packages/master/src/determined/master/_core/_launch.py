@@ -76,6 +76,7 @@ def prepare_trial(
     trial_seed: int,
     hparams: dict[str, Any],
     config: dict[str, Any],
+    config_json: str,
     run_id: int,
     steps_completed: int,
     latest_checkpoint: str | None,
@@ -88,7 +89,8 @@ def prepare_trial(
     user: str,
     user_token: str,
 ) -> tuple[dict[str, str], str | None]:
-    """Extract the context, write the ClusterInfo file, build the environment.
+    """Extract the context, write the ClusterInfo file, build the environment (``config_json``:
+    ``config`` encoded, shared by the trials of an experiment).
 
     Returns:
         ``(env, startup_hook_path_or_None)``.
@@ -150,7 +152,7 @@ def prepare_trial(
             "DET_TRIAL_ID": str(trial_id),
             "DET_TRIAL_RUN_ID": str(run_id),
             "DET_TRIAL_SEED": str(trial_seed),
-            "DET_EXPERIMENT_CONFIG": json.dumps(config),
+            "DET_EXPERIMENT_CONFIG": config_json,
             "DET_HPARAMS": json.dumps(hparams),
             "DET_STEPS_COMPLETED": str(steps_completed),
             "DET_COLLECTIVE_KEY": collective_key,
