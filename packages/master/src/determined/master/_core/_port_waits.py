@@ -14,9 +14,9 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from determined.master._core._allocations import AllocState
+from determined.master._core._launch_rows import LaunchedExperiment, LaunchedRun
 from determined.master._core._proxy_ports import ProxyPorts, services_of
 from determined.master._core._task_logs import master_log
-from determined.master.db import Experiment, Run
 
 
 class PortWaits:
@@ -36,8 +36,8 @@ class PortWaits:
         self,
         session: Session,
         alloc: AllocState,
-        run: Run,
-        exp: Experiment,
+        run: LaunchedRun,
+        exp: LaunchedExperiment,
         request: Any,
         assignment: Any,
     ) -> bool:
