@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session
 from determined.master._core import _launch
 from determined.master._core._allocations import Allocations, AllocState
 from determined.master._core._db_errors import unavailable
+from determined.master._core._experiments import load_trials
 from determined.master._core._launch_rows import (
     LaunchedExperiment,
     LaunchedRun,
@@ -316,7 +317,14 @@ class AllocationEvents:
         """Handle allocations' exits: trials' together in one lifecycle transaction (a busy master
         finds several queued at once; see :meth:`Transactions.batch` for a failed batch)."""
         trials = [args for args in exits if self._trial_exit(*args)]
-        self._transactions.batch(trials, lambda session, args: self._trial_exited(session, *args))
+        self._transactions.batch(
+            trials,
+            lambda session, args: self._trial_exited(session, *args),
+            lambda session, batch: load_trials(
+                session,
+                {t for args in batch if (t := self._allocations.trial_of(args[0])) is not None},
+            ),
+        )
 
     def _trial_exit(self, allocation_id: str, exit_code: int | None, error: str | None) -> bool:
         """Whether this exit is a trial's to handle in a lifecycle transaction (else it is handled

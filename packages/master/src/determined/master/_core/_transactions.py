@@ -51,13 +51,21 @@ class Transactions:
             del self._undos[undos_before:]  # committed: nothing of it is undone any more
             self._flush()
 
-    def batch(self, items: Sequence[T], apply: Callable[[Session, T], None]) -> None:
-        """``apply(session, item)`` to every item in one transaction. Should that fail, its undos
-        put the master's memory back as it was and each item is applied again in a transaction of
-        its own, so one bad item fails alone (logged), as it would have on its own."""
+    def batch(
+        self,
+        items: Sequence[T],
+        apply: Callable[[Session, T], None],
+        load: Callable[[Session, Sequence[T]], None] | None = None,
+    ) -> None:
+        """``apply(session, item)`` to every item in one transaction (``load(session, items)``
+        first: what they all read, loaded together). Should that fail, its undos put the master's
+        memory back as it was and each item is applied again in a transaction of its own, so one
+        bad item fails alone (logged), as it would have on its own."""
         if len(items) > 1:
             try:
                 with self.txn() as session:
+                    if load is not None:
+                        load(session, items)
                     for item in items:
                         apply(session, item)
                 return
