@@ -3,19 +3,18 @@
 The resource managers call :class:`AllocationEvents` (their ``ResourceManagerEvents``) from their
 own threads, possibly while holding their own locks; each call is queued and handled in order on
 the ``det-master-events`` thread. ``assigned`` prepares the work directory, ClusterInfo and
-environment and launches the process; ``started`` records its pid; ``exited`` decides what comes next
-for the trial; log lines are stored at once.
+environment and launches the process (``_trial_launches``); ``started`` records its pid;
+``exited`` decides what comes next for the trial; log lines are stored at once. Events of one kind
+queued together are handled together (one transaction for several trials' starts, exits or
+launches), each allocation's events still in order.
 """
 
 from __future__ import annotations
 
 import collections
-import functools
 import logging
 import pathlib
 import queue
-import secrets
-import socket
 import threading
 import time
 import traceback
@@ -25,21 +24,12 @@ import sqlalchemy
 from sqlalchemy import bindparam, text, update
 from sqlalchemy.orm import Session
 
-from determined.master._core import _launch
-from determined.master._core._allocations import Allocations, AllocState
+from determined.master._core._allocations import Allocations
 from determined.master._core._db_errors import unavailable
-from determined.master._core._experiments import load_trials
-from determined.master._core._launch_rows import (
-    LaunchedExperiment,
-    LaunchedRun,
-    LaunchRows,
-    launch_rows,
-)
-from determined.master._core._port_waits import PortWaits
-from determined.master._core._proxy_ports import ProxyPorts, services_of
-from determined.master._core._task_logs import master_log, store_task_lines
+from determined.master._core._task_logs import store_task_lines
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
+from determined.master._core._trial_launches import TrialLaunches
 from determined.master.db import (
     Allocation,
     utcnow,
@@ -72,9 +62,6 @@ class AllocationEvents:
         self._db = transactions.db
         self._allocations = allocations
         self._trial_exits = trial_exits
-        self._rm = rm
-        self._data_dir = data_dir
-        self._cluster_id = cluster_id
         self.master_url = ""
         """The URL trials reach the master on (known once the HTTP socket is bound)."""
         self._queue: queue.Queue[_Event] = queue.Queue()
@@ -86,9 +73,17 @@ class AllocationEvents:
         self._db_failed = True
         sqlalchemy.event.listen(self._db.engine, "after_cursor_execute", self._db_answered)
         sqlalchemy.event.listen(self._db.engine, "handle_error", self._db_erred)
-        self.proxy_ports = ProxyPorts()
+        self.launches = TrialLaunches(
+            transactions,
+            allocations,
+            rm,
+            self._queue,
+            data_dir,
+            cluster_id,
+            lambda: self.master_url,
+        )
+        self.proxy_ports = self.launches.proxy_ports
         """The ``environment.proxy_ports`` services of launched trials (``/proxy/<task>:<port>/``)."""
-        self._port_waits = PortWaits(self.proxy_ports, rm, self._queue)
         self.tasks: Any = None
         """The tasks service (commands, notebooks, ...): the events of its allocations go there."""
         self.shutting_down = False
@@ -144,7 +139,9 @@ class AllocationEvents:
             if name != "_barrier":
                 self._wait_for_database()
             try:
-                if name == "_started":
+                if name == "_assigned":
+                    self._assigned_all([args, *self._take_queued("_assigned")])
+                elif name == "_started":
                     self._started_all([args, *self._take_queued("_started")])
                 elif name == "_exited":
                     self._exited_all([args, *self._take_queued("_exited")])
@@ -199,107 +196,17 @@ class AllocationEvents:
 
     # handlers ---------------------------------------------------------------------------------
 
-    def _assigned(self, request: Any, assignment: Any) -> None:
-        """Launch an assigned trial: its rows read and its launch logged in one transaction, its
-        work directory prepared outside the lifecycle lock, then the RM's launch."""
-        aid = request.allocation_id
-        if self.tasks is not None and self.tasks.owns(aid):
-            self.tasks.assigned(request, assignment)
-            return
-        with self._transactions.lock:
-            alloc = self._allocations.get(aid)
-            if alloc is None or alloc.cancelled or alloc.exited:
-                self._rm.release(aid)
-                return
-            alloc.assigned = True
-            with self._db.write() as session:
-                rows = launch_rows(session, alloc.trial_id)
-                if rows is None:
-                    self._rm.release(aid)
-                    return
-                if alloc.kill_requested:
-                    self._rm.release(aid)
-                    self._queue.put(("_exited", (aid, None, "killed before launch")))
-                    return
-                if self._port_waits.busy(session, alloc, rows.run, rows.exp, request, assignment):
-                    return
-                try:
-                    argv = _launch.entrypoint_argv(rows.exp.config.get("entrypoint") or "")
-                except ValueError as e:
-                    self._not_launched(session, rows.run, aid, e)
-                    return
-                _log_launch(session, rows, aid, assignment, argv)
-        run, exp = rows.run, rows.exp
-        work_dir = self._data_dir / "work" / aid
-        try:
-            latest_uuid, steps = rows.resume if rows.resume else (None, 0)
-            env, hook = self._prepare(
-                alloc, run, exp, rows.username, assignment, work_dir, latest_uuid, steps
-            )
-        except Exception as e:
-            with self._db.write() as session:
-                self._not_launched(session, run, aid, e)
-            return
-        from determined.master.rm import LaunchSpec
-
-        with self._transactions.lock:
-            alloc.launched = True
-            self._rm.launch(
-                LaunchSpec(
-                    allocation_id=aid, argv=argv, cwd=str(work_dir), env=env, startup_hook=hook
-                )
-            )
-            address = (list(assignment.container_addrs) or ["127.0.0.1"])[0]
-            self.proxy_ports.register(services_of(exp.config, run.task_id, aid, address))
-            if alloc.kill_requested:
-                self._rm.kill(aid)
-
-    def _not_launched(self, session: Session, run: LaunchedRun, aid: str, error: Exception) -> None:
-        """A trial that could not be prepared: its log says why, its slots go back and its exit is
-        handled as a failure to run."""
-        message = f"failed to prepare the trial: {error}"
-        master_log(session, run.task_id, message, "LOG_LEVEL_ERROR", aid)
-        self._rm.release(aid)
-        self._queue.put(("_exited", (aid, None, message)))
-
-    def _prepare(
-        self,
-        alloc: AllocState,
-        run: LaunchedRun,
-        exp: LaunchedExperiment,
-        username: str | None,
-        assignment: Any,
-        work_dir: pathlib.Path,
-        latest_uuid: str | None,
-        steps: int,
-    ) -> tuple[dict[str, str], str | None]:
-        """The trial's work directory, environment and startup hook."""
-        return _launch.prepare_trial(
-            work_dir=work_dir,
-            model_definition=exp.model_definition,
-            master_url=self.master_url,
-            cluster_id=self._cluster_id,
-            task_id=run.task_id,
-            allocation_id=alloc.allocation_id,
-            token=alloc.token,
-            experiment_id=exp.id,
-            trial_id=run.id,
-            trial_seed=int(run.seed),
-            hparams=run.hparams,
-            config=exp.config,
-            config_json=exp.config_json,
-            run_id=run.run_id,
-            steps_completed=steps,
-            latest_checkpoint=latest_uuid,
-            slot_ids=list(assignment.slot_ids),
-            container_addrs=list(assignment.container_addrs),
-            container_slot_counts=list(assignment.container_slot_counts),
-            gpu_uuids=list(assignment.gpu_uuids),
-            slot_type=str((self._rm.describe() or {}).get("slot_type", "cpu")),
-            collective_key=secrets.token_hex(16),
-            user=username or "determined",
-            user_token=alloc.user_token,
-        )
+    def _assigned_all(self, assignments: list[tuple[Any, ...]]) -> None:
+        """Launch assigned allocations: tasks' by the tasks service, trials' together
+        (:class:`TrialLaunches`)."""
+        trials = []
+        for request, assignment in assignments:
+            if self.tasks is not None and self.tasks.owns(request.allocation_id):
+                self.tasks.assigned(request, assignment)
+            else:
+                trials.append((request, assignment))
+        if trials:
+            self.launches.assigned(trials)
 
     def _started_all(self, started: list[tuple[Any, ...]]) -> None:
         """Record that allocations' processes started (their pids): trials' in one statement."""
@@ -317,14 +224,7 @@ class AllocationEvents:
         """Handle allocations' exits: trials' together in one lifecycle transaction (a busy master
         finds several queued at once; see :meth:`Transactions.batch` for a failed batch)."""
         trials = [args for args in exits if self._trial_exit(*args)]
-        self._transactions.batch(
-            trials,
-            lambda session, args: self._trial_exited(session, *args),
-            lambda session, batch: load_trials(
-                session,
-                {t for args in batch if (t := self._allocations.trial_of(args[0])) is not None},
-            ),
-        )
+        self._transactions.batch(trials, lambda session, args: self._trial_exited(session, *args))
 
     def _trial_exit(self, allocation_id: str, exit_code: int | None, error: str | None) -> bool:
         """Whether this exit is a trial's to handle in a lifecycle transaction (else it is handled
@@ -333,7 +233,7 @@ class AllocationEvents:
             self.tasks.exited(allocation_id, exit_code, error)
             return False
         self.proxy_ports.unregister(allocation_id)
-        self._port_waits.discard(allocation_id)
+        self.launches.port_waits.discard(allocation_id)
         if self.shutting_down and (error is not None or exit_code != 0):
             # Its allocation stays open: the next master's recovery resumes the trial from its
             # latest checkpoint, as it does after a SIGKILL. A clean exit is still recorded.
@@ -354,11 +254,6 @@ class AllocationEvents:
             self._trial_exits.allocation_exited(session, alloc, exit_code, error)
 
 
-_SET_ALLOCATION_STATE = (
-    update(Allocation)
-    .where(Allocation.allocation_id == bindparam("aid"))
-    .values(state=bindparam("new_state"))
-)
 _SET_ALLOCATION_RUNNING = (
     update(Allocation)
     .where(Allocation.allocation_id == bindparam("aid"))
@@ -366,57 +261,6 @@ _SET_ALLOCATION_RUNNING = (
 )
 """Core, built once, and the rows are not loaded: none of these columns is one the
 authentication cache watches (see ``_deps.AuthCache``)."""
-
-
-def _log_launch(
-    session: Session, rows: LaunchRows, aid: str, assignment: Any, argv: list[str]
-) -> None:
-    """Record a trial's launch: its allocation ASSIGNED and the lines its log shows for it."""
-    run, exp = rows.run, rows.exp
-    session.connection().execute(_SET_ALLOCATION_STATE, {"aid": aid, "new_state": "ASSIGNED"})
-    image = explicit_image(exp.original_config)
-    if image:
-        master_log(
-            session,
-            run.task_id,
-            f"environment.image {image!r} is ignored by the local resource manager",
-            "LOG_LEVEL_WARNING",
-            aid,
-        )
-    resuming = f" resuming from checkpoint {rows.resume[0]}" if rows.resume else ""
-    master_log(
-        session,
-        run.task_id,
-        f"Trial {run.id} (run {run.run_id}) assigned slots {list(assignment.slot_ids)};"
-        f" launching {argv}{resuming}",
-        allocation_id=aid,
-    )
-    _log_new_runner(session, run.task_id, aid, exp.config_json)
-
-
-def _log_new_runner(session: Session, task_id: str, aid: str, config_json: str) -> None:
-    """Upstream's launcher logs this line at every start of a trial's process; tools count it."""
-    master_log(
-        session,
-        task_id,
-        f"New trial runner in (container {aid}) on agent {socket.gethostname()}: " + config_json,
-        allocation_id=aid,
-    )
-
-
-@functools.lru_cache(maxsize=64)
-def explicit_image(original: str) -> str | None:
-    """The ``environment.image`` the user wrote (the defaults always fill one in); cached by the
-    config text, which every trial of an experiment shares (parsing it was ~7% of a launch)."""
-    import yaml
-
-    try:
-        raw = yaml.safe_load(original or "") or {}
-    except yaml.YAMLError:
-        return None
-    env = raw.get("environment") if isinstance(raw, dict) else None
-    image = env.get("image") if isinstance(env, dict) else None
-    return str(image) if image else None
 
 
 def _take_out_of_turn(

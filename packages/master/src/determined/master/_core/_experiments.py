@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import bindparam, select
@@ -54,20 +54,6 @@ _TRIAL_WITH_EXPERIMENT = (
     .where(Run.id == bindparam("trial_id"))
 )
 """Built once: building the statement and its cache key was a third of each call's CPU."""
-
-
-_TRIALS_WITH_EXPERIMENTS = (
-    select(Run, Experiment)
-    .join(Experiment, Experiment.id == Run.experiment_id)
-    .where(Run.id.in_(bindparam("trial_ids", expanding=True)))
-)
-
-
-def load_trials(session: Session, trial_ids: Collection[int]) -> None:
-    """Load trials and their experiments into ``session`` in one SELECT, so that the
-    :func:`get_trial` calls of a batch of events read none."""
-    if trial_ids:
-        session.execute(_TRIALS_WITH_EXPERIMENTS, {"trial_ids": list(trial_ids)}).all()
 
 
 def get_trial(session: Session, trial_id: int) -> tuple[Run, Experiment]:

@@ -17,15 +17,23 @@ from determined.master._core._allocations import AllocState
 from determined.master._core._launch_rows import LaunchedExperiment, LaunchedRun
 from determined.master._core._proxy_ports import ProxyPorts, services_of
 from determined.master._core._task_logs import master_log
+from determined.master._core._transactions import Transactions
 
 
 class PortWaits:
     """The allocations waiting for proxy ports (logged once each) and the retry of their launch."""
 
-    def __init__(self, proxy_ports: ProxyPorts, rm: Any, events: queue.Queue[Any]) -> None:
+    def __init__(
+        self,
+        proxy_ports: ProxyPorts,
+        rm: Any,
+        events: queue.Queue[Any],
+        transactions: Transactions,
+    ) -> None:
         self._proxy_ports = proxy_ports
         self._rm = rm
         self._events = events
+        self._transactions = transactions
         self._waiting: set[str] = set()
 
     def discard(self, allocation_id: str) -> None:
@@ -44,17 +52,18 @@ class PortWaits:
         """Whether a proxy port of the trial is held by another allocation on its machine; if so the
         launch is queued again in a second (``_assigned`` on the events queue), or, if the trial was
         asked to stop meanwhile, it exits cleanly without having run. The wait's log line goes in
-        ``session`` (the launch's write session)."""
+        ``session`` (the launch's lifecycle transaction)."""
         aid = alloc.allocation_id
         address = (list(assignment.container_addrs) or ["127.0.0.1"])[0]
         held = self._proxy_ports.held_by_others(services_of(exp.config, run.task_id, aid, address))
         if not held:
             self._waiting.discard(aid)
             return False
+        effect = self._transactions.effect  # the RM and the queue hear of it once the claim commits
         if alloc.preempt:
             alloc.acked = True  # a clean stop: it never ran
-            self._rm.release(aid)
-            self._events.put(("_exited", (aid, 0, None)))
+            effect(lambda: self._rm.release(aid))
+            effect(lambda: self._events.put(("_exited", (aid, 0, None))))
             return True
         if aid not in self._waiting:
             self._waiting.add(aid)
@@ -67,5 +76,5 @@ class PortWaits:
             )
         retry = threading.Timer(1.0, self._events.put, (("_assigned", (request, assignment)),))
         retry.daemon = True
-        retry.start()
+        effect(retry.start)
         return True

@@ -1,5 +1,6 @@
-"""Trial exits queued together are handled in one lifecycle transaction; a failed batch is undone in
-memory and each exit handled again alone, so one bad exit does not take the others with it."""
+"""Trial launches and exits queued together are handled in one lifecycle transaction each; a failed
+batch is undone in memory and each exit handled again alone, so one bad exit does not take the
+others with it."""
 
 from __future__ import annotations
 
@@ -76,6 +77,39 @@ def test_exits_queued_together_share_one_transaction(
     client.wait_state(exp_id, "STATE_COMPLETED")
     assert batches == [3]
     assert [t["state"] for t in client.trials(exp_id)] == ["STATE_COMPLETED"] * 3
+
+
+def test_assignments_queued_together_are_claimed_in_one_transaction(
+    sqlite_master: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = sqlite_master.manager.events
+    hold = _Hold()
+    events._queue.put(("_barrier", (hold,)))
+    wait_for(hold.holding.is_set, 30, "the events thread to hold")
+    batches: list[int] = []
+    launches = events.launches
+    claim_all = launches.assigned
+    monkeypatch.setattr(
+        launches, "assigned", lambda items: (batches.append(len(items)), claim_all(items))
+    )
+    client = Client(sqlite_master.url).login()
+    config = {
+        "name": "launch-batch",
+        "entrypoint": "python3 gate.py",
+        "searcher": {"name": "grid", "metric": "x", "max_length": 1, "max_concurrent_trials": 3},
+        "hyperparameters": {"n": {"type": "categorical", "vals": [1, 2, 3]}},
+        "environment": {"environment_variables": [f"GATE_DIR={tmp_path}"]},
+        "max_restarts": 0,
+    }
+    (tmp_path / "go").touch()
+    exp_id = client.create(config, {"gate.py": WAIT_AT_GATE})
+    wait_for(lambda: events._queue.qsize() >= 3, 60, "the three assignments to queue")
+    hold.release.set()
+    client.wait_state(exp_id, "STATE_COMPLETED")
+    assert batches[0] == 3, batches
+    assert len(list(tmp_path.glob("ready-*"))) == 3
+    logs = client.all_logs(exp_id)
+    assert logs.count("New trial runner in (container") == 3, logs
 
 
 def test_a_failed_batch_is_undone_and_each_exit_handled_alone(
