@@ -112,6 +112,42 @@ def test_assignments_queued_together_are_claimed_in_one_transaction(
     assert logs.count("New trial runner in (container") == 3, logs
 
 
+def test_one_failed_launch_does_not_stop_the_others_of_its_batch(
+    sqlite_master: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    events = sqlite_master.manager.events
+    hold = _Hold()
+    events._queue.put(("_barrier", (hold,)))
+    wait_for(hold.holding.is_set, 30, "the events thread to hold")
+    rm = sqlite_master.manager.events.launches._rm
+    launch = rm.launch
+    failed: list[str] = []
+
+    def first_fails(spec: Any) -> None:
+        if not failed:
+            failed.append(spec.allocation_id)
+            raise RuntimeError("injected launch failure")
+        launch(spec)
+
+    monkeypatch.setattr(rm, "launch", first_fails)
+    client = Client(sqlite_master.url).login()
+    config = {
+        "name": "launch-failure",
+        "entrypoint": "python3 gate.py",
+        "searcher": {"name": "grid", "metric": "x", "max_length": 1, "max_concurrent_trials": 3},
+        "hyperparameters": {"n": {"type": "categorical", "vals": [1, 2, 3]}},
+        "environment": {"environment_variables": [f"GATE_DIR={tmp_path}"]},
+        "max_restarts": 0,
+    }
+    client.create(config, {"gate.py": WAIT_AT_GATE})
+    wait_for(lambda: events._queue.qsize() >= 3, 60, "the three assignments to queue")
+    hold.release.set()
+    wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == 2, 120, "the two other trials to run")
+    logs = "\n".join(r["message"] for r in sqlite_master.log_buffer)
+    assert f"launching {failed[0]} failed" in logs and "injected launch failure" in logs
+    (tmp_path / "go").touch()
+
+
 def test_a_failed_batch_is_undone_and_each_exit_handled_alone(
     sqlite_master: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

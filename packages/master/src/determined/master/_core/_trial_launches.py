@@ -11,10 +11,12 @@ is claimed again one assignment at a time (:meth:`Transactions.batch`).
 from __future__ import annotations
 
 import functools
+import logging
 import pathlib
 import queue
 import secrets
 import socket
+import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -34,6 +36,8 @@ from determined.master._core._proxy_ports import ProxyPorts, services_of
 from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
 from determined.master.db import Allocation
+
+logger = logging.getLogger("determined.master")
 
 Assignment = tuple[Any, Any]
 """What the RM assigned: (its ``AllocationRequest``, its ``Assignment``)."""
@@ -87,7 +91,14 @@ class TrialLaunches:
             load,
         )
         for claim in claimed:
-            self._launch(claim)
+            try:
+                self._launch(claim)
+            except Exception:  # one launch's failure is its own: the batch's others go on
+                logger.error(
+                    "master: launching %s failed:\n%s",
+                    claim.alloc.allocation_id,
+                    traceback.format_exc(),
+                )
 
     def _allocs(self, batch: Sequence[Assignment]) -> list[AllocState]:
         allocs = (self._allocations.get(request.allocation_id) for request, _ in batch)
