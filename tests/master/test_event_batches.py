@@ -23,6 +23,18 @@ while not (here / "go").exists():
 """
 
 
+def _gate_config(name: str, tmp_path: pathlib.Path) -> dict[str, Any]:
+    """Three trials of ``WAIT_AT_GATE``, all running at once, their gate in ``tmp_path``."""
+    return {
+        "name": name,
+        "entrypoint": "python3 gate.py",
+        "searcher": {"name": "grid", "metric": "x", "max_length": 1, "max_concurrent_trials": 3},
+        "hyperparameters": {"n": {"type": "categorical", "vals": [1, 2, 3]}},
+        "environment": {"environment_variables": [f"GATE_DIR={tmp_path}"]},
+        "max_restarts": 0,
+    }
+
+
 class _Hold:
     """Passed to the events thread's barrier: its ``set`` blocks the thread until released."""
 
@@ -35,17 +47,18 @@ class _Hold:
         self.release.wait(120)
 
 
+def _hold(events: Any) -> _Hold:
+    """Block the events thread, once it has handled what is queued, until the hold is released."""
+    hold = _Hold()
+    events._queue.put(("_barrier", (hold,)))
+    wait_for(hold.holding.is_set, 30, "the events thread to hold")
+    return hold
+
+
 def _three_waiting_trials(master: Any, tmp_path: pathlib.Path) -> tuple[Client, int, list[int]]:
     """An experiment of three trials, each waiting at ``tmp_path/go`` once it started."""
     client = Client(master.url).login()
-    config = {
-        "name": "exit-batch",
-        "entrypoint": "python3 gate.py",
-        "searcher": {"name": "grid", "metric": "x", "max_length": 1, "max_concurrent_trials": 3},
-        "hyperparameters": {"n": {"type": "categorical", "vals": [1, 2, 3]}},
-        "environment": {"environment_variables": [f"GATE_DIR={tmp_path}"]},
-        "max_restarts": 0,
-    }
+    config = _gate_config("exit-batch", tmp_path)
     exp_id = client.create(config, {"gate.py": WAIT_AT_GATE})
     wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == 3, 120, "three trials to start")
     return client, exp_id, [int(t["id"]) for t in client.trials(exp_id)]
@@ -55,9 +68,7 @@ def _exit_together(master: Any, tmp_path: pathlib.Path) -> None:
     """Hold the events thread, let the trials exit, and release it once all three exits queue."""
     events = master.manager.events
     events.wait_idle()
-    hold = _Hold()
-    events._queue.put(("_barrier", (hold,)))
-    wait_for(hold.holding.is_set, 30, "the events thread to hold")
+    hold = _hold(events)
     (tmp_path / "go").touch()
     wait_for(lambda: events._queue.qsize() >= 3, 60, "the three exits to queue")
     hold.release.set()
@@ -83,9 +94,7 @@ def test_assignments_queued_together_are_claimed_in_one_transaction(
     sqlite_master: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events = sqlite_master.manager.events
-    hold = _Hold()
-    events._queue.put(("_barrier", (hold,)))
-    wait_for(hold.holding.is_set, 30, "the events thread to hold")
+    hold = _hold(events)
     batches: list[int] = []
     launches = events.launches
     claim_all = launches.assigned
@@ -93,14 +102,7 @@ def test_assignments_queued_together_are_claimed_in_one_transaction(
         launches, "assigned", lambda items: (batches.append(len(items)), claim_all(items))
     )
     client = Client(sqlite_master.url).login()
-    config = {
-        "name": "launch-batch",
-        "entrypoint": "python3 gate.py",
-        "searcher": {"name": "grid", "metric": "x", "max_length": 1, "max_concurrent_trials": 3},
-        "hyperparameters": {"n": {"type": "categorical", "vals": [1, 2, 3]}},
-        "environment": {"environment_variables": [f"GATE_DIR={tmp_path}"]},
-        "max_restarts": 0,
-    }
+    config = _gate_config("launch-batch", tmp_path)
     (tmp_path / "go").touch()
     exp_id = client.create(config, {"gate.py": WAIT_AT_GATE})
     wait_for(lambda: events._queue.qsize() >= 3, 60, "the three assignments to queue")
@@ -116,9 +118,7 @@ def test_one_failed_launch_does_not_stop_the_others_of_its_batch(
     sqlite_master: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     events = sqlite_master.manager.events
-    hold = _Hold()
-    events._queue.put(("_barrier", (hold,)))
-    wait_for(hold.holding.is_set, 30, "the events thread to hold")
+    hold = _hold(events)
     rm = sqlite_master.manager.events.launches._rm
     launch = rm.launch
     failed: list[str] = []
@@ -131,14 +131,7 @@ def test_one_failed_launch_does_not_stop_the_others_of_its_batch(
 
     monkeypatch.setattr(rm, "launch", first_fails)
     client = Client(sqlite_master.url).login()
-    config = {
-        "name": "launch-failure",
-        "entrypoint": "python3 gate.py",
-        "searcher": {"name": "grid", "metric": "x", "max_length": 1, "max_concurrent_trials": 3},
-        "hyperparameters": {"n": {"type": "categorical", "vals": [1, 2, 3]}},
-        "environment": {"environment_variables": [f"GATE_DIR={tmp_path}"]},
-        "max_restarts": 0,
-    }
+    config = _gate_config("launch-failure", tmp_path)
     client.create(config, {"gate.py": WAIT_AT_GATE})
     wait_for(lambda: events._queue.qsize() >= 3, 60, "the three assignments to queue")
     hold.release.set()
