@@ -203,11 +203,20 @@ class TrialLaunches:
             container_addrs=list(assignment.container_addrs),
             container_slot_counts=list(assignment.container_slot_counts),
             gpu_uuids=list(assignment.gpu_uuids),
-            slot_type=str((self._rm.describe() or {}).get("slot_type", "cpu")),
+            slot_type=self._slot_type(),
             collective_key=secrets.token_hex(16),
             user=rows.username or "determined",
             user_token=alloc.user_token,
         )
+
+    def _slot_type(self) -> str:
+        """The RM's slot type: its ``slot_type`` where it has one (the threaded RMs), else from
+        ``describe()``, which sorts the RM's whole queue to count it (per launch, that grew with
+        a search whose trials are all created up front)."""
+        slot_type = getattr(self._rm, "slot_type", None)
+        if isinstance(slot_type, str):
+            return slot_type
+        return str((self._rm.describe() or {}).get("slot_type", "cpu"))
 
 
 _SET_ALLOCATION_STATE = (
