@@ -271,7 +271,7 @@ def _take_out_of_turn(
 
     Only events of allocations with nothing queued before them are taken, so each allocation's
     events keep their order; other allocations' events are independent of them. A busy master
-    finds several starts queued together: one transaction records them all."""
+    finds several starts, exits or launches queued together: one transaction handles them all."""
     while True:
         try:
             item = events.get_nowait()

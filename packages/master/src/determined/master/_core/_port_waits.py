@@ -14,8 +14,8 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from determined.master._core._allocations import AllocState
-from determined.master._core._launch_rows import LaunchedExperiment, LaunchedRun
-from determined.master._core._proxy_ports import ProxyPorts, services_of
+from determined.master._core._launch_rows import LaunchedRun
+from determined.master._core._proxy_ports import ProxyPorts, ProxyService
 from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
 
@@ -45,17 +45,16 @@ class PortWaits:
         session: Session,
         alloc: AllocState,
         run: LaunchedRun,
-        exp: LaunchedExperiment,
+        services: list[ProxyService],
         request: Any,
         assignment: Any,
     ) -> bool:
-        """Whether a proxy port of the trial is held by another allocation on its machine; if so the
-        launch is queued again in a second (``_assigned`` on the events queue), or, if the trial was
-        asked to stop meanwhile, it exits cleanly without having run. The wait's log line goes in
-        ``session`` (the launch's lifecycle transaction)."""
+        """Whether one of the trial's proxy ``services`` is held by another allocation on its
+        machine; if so the launch is queued again in a second (``_assigned`` on the events queue),
+        or, if the trial was asked to stop meanwhile, it exits cleanly without having run. The
+        wait's log line goes in ``session`` (the launch's lifecycle transaction)."""
         aid = alloc.allocation_id
-        address = (list(assignment.container_addrs) or ["127.0.0.1"])[0]
-        held = self._proxy_ports.held_by_others(services_of(exp.config, run.task_id, aid, address))
+        held = self._proxy_ports.held_by_others(services)
         if not held:
             self._waiting.discard(aid)
             return False
@@ -71,7 +70,7 @@ class PortWaits:
             master_log(
                 session,
                 run.task_id,
-                f"Trial {run.id} waits for proxy ports held on {address}: {ports}",
+                f"Trial {run.id} waits for proxy ports held on {held[0].address}: {ports}",
                 allocation_id=aid,
             )
         retry = threading.Timer(1.0, self._events.put, (("_assigned", (request, assignment)),))

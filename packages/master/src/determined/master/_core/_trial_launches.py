@@ -130,7 +130,9 @@ class TrialLaunches:
             effect(lambda: self._rm.release(aid))
             effect(lambda: self._events.put(("_exited", (aid, None, "killed before launch"))))
             return
-        if self.port_waits.busy(session, alloc, rows.run, rows.exp, request, assignment):
+        address = (list(assignment.container_addrs) or ["127.0.0.1"])[0]
+        services = services_of(rows.exp.config, rows.run.task_id, aid, address)
+        if self.port_waits.busy(session, alloc, rows.run, services, request, assignment):
             return
         try:
             argv = _launch.entrypoint_argv(rows.exp.config.get("entrypoint") or "")
@@ -139,8 +141,7 @@ class TrialLaunches:
             return
         _log_launch(session, rows, aid, assignment, argv)
         # Its proxy ports are taken now, before the next trial of the batch looks at them.
-        address = (list(assignment.container_addrs) or ["127.0.0.1"])[0]
-        self.proxy_ports.register(services_of(rows.exp.config, rows.run.task_id, aid, address))
+        self.proxy_ports.register(services)
         self._transactions.undo(lambda: self.proxy_ports.unregister(aid))
         claim = _Claimed(alloc, rows, assignment, argv)
         effect(lambda: claimed.append(claim))
