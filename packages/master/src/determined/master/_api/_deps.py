@@ -234,6 +234,9 @@ class AuthCache:
 
     def __init__(self, master: Master) -> None:
         self._entries: dict[str, tuple[float, Principal]] = {}
+        self._owners: dict[int, tuple[float, User]] = {}
+        """Users resolved through an allocation token, by id: the owner of an experiment whose
+        trials start one after another (a new trial's token is then resolved in memory)."""
         self._lock = threading.Lock()
         event.listen(master.db._sessions, "after_flush", self._after_flush)
         event.listen(master.db._sessions, "after_commit", self._after_commit)
@@ -252,9 +255,21 @@ class AuthCache:
         with self._lock:
             self._entries[digest] = (until, principal)
 
+    def owner(self, user_id: int) -> User | None:
+        """A user :meth:`put_owner` kept (for a few seconds, as the entries), or None."""
+        entry = self._owners.get(user_id)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put_owner(self, user: User) -> None:
+        with self._lock:
+            self._owners[user.id] = (time.monotonic() + self.TTL_SECONDS, user)
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._owners.clear()
 
     def _after_commit(self, session: Any) -> None:
         revoked = take_revoked(session)
@@ -280,7 +295,7 @@ class AuthCache:
                     state.attrs[key].history.has_changes() for key in self._ALLOCATION_KEYS
                 ):
                     allocations.add(obj.allocation_id)
-        if not (users or sessions or allocations) or not self._entries:
+        if not (users or sessions or allocations) or not (self._entries or self._owners):
             return
         self._drop(users=users, sessions=sessions, allocations=allocations)
 
@@ -297,6 +312,8 @@ class AuthCache:
         with self._lock:
             for digest in digests:
                 self._entries.pop(digest, None)
+            for user_id in users:
+                self._owners.pop(user_id, None)
             if not (users or sessions or allocations):
                 return
             for digest, (_, principal) in list(self._entries.items()):
@@ -346,7 +363,10 @@ async def authenticate(request: Request) -> Principal:
     already known costs no thread hop (the database lookup of a new one runs on a worker thread)."""
     from starlette.concurrency import run_in_threadpool
 
-    cached = _cached_principal(_auth_cache(request), _candidate_tokens(request))
+    cache = _auth_cache(request)
+    cached = _cached_principal(cache, _candidate_tokens(request)) or _live_allocation(
+        request, cache
+    )
     if cached is None:
         return await run_in_threadpool(authenticate_sync, request)
     if cached.allocation_id is not None:
@@ -357,6 +377,29 @@ async def authenticate(request: Request) -> Principal:
         else:
             _alloc_scope.check(request, cached)
     return cached
+
+
+def _live_allocation(request: Request, cache: AuthCache) -> Principal | None:
+    """The principal of a live allocation's token from memory (the allocations service and the
+    owner the cache keeps), without a database read or a thread hop: a new trial's first
+    request. None when either is not known there (the database then answers)."""
+    token = _bearer(request.headers.get("grpc-metadata-x-allocation-token"))
+    if token is None:
+        return None
+    alloc = master_of(request).manager.allocations.of_token(token)
+    user = cache.owner(alloc.owner_id) if alloc is not None else None
+    if alloc is None or user is None:
+        return None
+    principal = Principal(
+        user,
+        alloc.allocation_id,
+        None,
+        trial_id=alloc.trial_id,
+        experiment_id=alloc.experiment_id,
+        task_id=alloc.task_id,
+    )
+    cache.put(_auth.token_hash(token), principal, None)
+    return principal
 
 
 def _check_scope(request: Request, principal: Principal) -> None:
@@ -450,6 +493,7 @@ def _allocation_principal(session: Any, digest: str, cache: AuthCache) -> Princi
         return None
     allocation_id, task_id, trial_id, experiment_id, user = found
     session.expunge(user)
+    cache.put_owner(user)
     principal = Principal(
         user,
         allocation_id,

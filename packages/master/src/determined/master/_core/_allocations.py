@@ -83,6 +83,8 @@ class AllocState:
     when the allocation ends; the allocation token itself only reaches its own trial."""
     request_id: str = ""
     """The trial's searcher request id (its searcher state knows the trial by it)."""
+    owner_id: int = 0
+    """The experiment's owner, whose rights the trial acts with (its allocation token's user)."""
     preempt: bool = False
     acked: bool = False
     assigned: bool = False
@@ -117,6 +119,8 @@ class Allocations:
         self._transactions = transactions
         self._rm = rm
         self._by_id: dict[str, AllocState] = {}
+        self._by_token: dict[str, AllocState] = {}
+        """The same allocations by their allocation token (a trial's requests carry it)."""
         self._of_trial: dict[int, str] = {}
         self._waiters: dict[str, set[asyncio.Event]] = collections.defaultdict(set)
         self._long_polls_ended = False
@@ -131,6 +135,14 @@ class Allocations:
     def get(self, allocation_id: str) -> AllocState | None:
         """The in-memory state of an allocation this master started (None once it exited)."""
         return self._by_id.get(allocation_id)
+
+    def of_token(self, token: str) -> AllocState | None:
+        """The live allocation whose allocation token is ``token``, if any: authenticates a
+        trial's requests without a database read (``_api._deps``)."""
+        alloc = self._by_token.get(token)
+        if alloc is None or alloc.exited or self._by_id.get(alloc.allocation_id) is not alloc:
+            return None
+        return alloc
 
     def live(self, trial_id: int) -> AllocState | None:
         """The trial's allocation that has not exited or been cancelled, if any."""
@@ -189,10 +201,17 @@ class Allocations:
             },
         )
         alloc = AllocState(
-            allocation_id, run.id, exp.id, run.task_id, token, user_token, run.request_id
+            allocation_id,
+            run.id,
+            exp.id,
+            run.task_id,
+            token,
+            user_token,
+            run.request_id,
+            owner_id=exp.owner_id,
         )
         previous = self._of_trial.get(run.id)
-        self._by_id[allocation_id] = alloc
+        self._add(alloc)
         self._of_trial[run.id] = allocation_id
         self._transactions.undo(lambda: self._unrequest(alloc, previous))
         request = AllocationRequest(
@@ -218,7 +237,7 @@ class Allocations:
 
     def _unrequest(self, alloc: AllocState, previous: str | None) -> None:
         """Undo :meth:`request` after its transaction failed: the RM never heard of it."""
-        self._by_id.pop(alloc.allocation_id, None)
+        self._remove(alloc.allocation_id)
         if previous is None:
             self._of_trial.pop(alloc.trial_id, None)
         else:
@@ -251,7 +270,7 @@ class Allocations:
         """Forget an allocation that never launched (withdraw it from the RM queue)."""
         alloc.cancelled = True
         alloc.exited = True
-        self._by_id.pop(alloc.allocation_id, None)
+        self._remove(alloc.allocation_id)
         row = session.get(Allocation, alloc.allocation_id)
         if row is not None:
             row.state = "TERMINATED"
@@ -284,7 +303,7 @@ class Allocations:
 
         Returns its state, or None when it was not live (already handled or never ours).
         """
-        alloc = self._by_id.pop(allocation_id, None)
+        alloc = self._remove(allocation_id)
         self._transactions.effect(lambda: self._rm.release(allocation_id))
         if alloc is None or alloc.exited:
             return None
@@ -309,7 +328,17 @@ class Allocations:
         """Undo :meth:`mark_exited` after its transaction failed: the exit can be handled again
         (its preemption timeout, cancelled, is not needed: the process has ended)."""
         alloc.exited = False
+        self._add(alloc)
+
+    def _add(self, alloc: AllocState) -> None:
         self._by_id[alloc.allocation_id] = alloc
+        self._by_token[alloc.token] = alloc
+
+    def _remove(self, allocation_id: str) -> AllocState | None:
+        alloc = self._by_id.pop(allocation_id, None)
+        if alloc is not None:
+            self._by_token.pop(alloc.token, None)
+        return alloc
 
     # ------------------------------------------------------------------------------------------
     # requests of the trial itself (each in its own transaction)

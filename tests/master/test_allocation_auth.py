@@ -1,0 +1,123 @@
+"""A trial's allocation token is resolved from memory once its experiment's owner is known: a new
+trial's first request reads no database row and crosses no thread, and what it may reach is the
+same. An ended allocation's token is refused at once; a change to the owner's row drops the owner
+kept in memory."""
+
+from __future__ import annotations
+
+import contextlib
+import pathlib
+from collections.abc import Iterator
+from typing import Any
+
+import requests
+from master.conftest import Client, wait_for
+from sqlalchemy import event
+
+GATE = """
+import os, pathlib, time
+here = pathlib.Path(os.environ["GATE_DIR"])
+(here / ("ready-" + os.environ["DET_TRIAL_ID"])).touch()
+while not (here / "go").exists():
+    time.sleep(0.02)
+"""
+
+
+def _three_waiting_trials(master: Any, tmp_path: pathlib.Path) -> tuple[Client, int, list[int]]:
+    client = Client(master.url).login()
+    config = {
+        "name": "alloc-auth",
+        "entrypoint": "python3 gate.py",
+        "searcher": {"name": "grid", "metric": "x", "max_length": 1, "max_concurrent_trials": 3},
+        "hyperparameters": {"n": {"type": "categorical", "vals": [1, 2, 3]}},
+        "environment": {"environment_variables": [f"GATE_DIR={tmp_path}"]},
+        "max_restarts": 0,
+    }
+    exp_id = client.create(config, {"gate.py": GATE})
+    wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == 3, 120, "three trials to start")
+    return client, exp_id, sorted(int(t["id"]) for t in client.trials(exp_id))
+
+
+def _as_trial(master: Any, token: str, path: str) -> requests.Response:
+    return requests.get(
+        master.url + path,
+        headers={"Grpc-Metadata-x-allocation-token": f"Bearer {token}"},
+        timeout=30,
+    )
+
+
+@contextlib.contextmanager
+def _token_reads(master: Any) -> Iterator[list[str]]:
+    """The statements that look an allocation token up, as the master runs them meanwhile."""
+    reads: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if "token_hash" in statement and "allocations" in statement:
+            reads.append(statement)
+
+    event.listen(master.db.engine, "before_cursor_execute", seen)
+    try:
+        yield reads
+    finally:
+        event.remove(master.db.engine, "before_cursor_execute", seen)
+
+
+def _auth_cache(master: Any) -> Any:
+    return master._server.config.app.state.auth_cache
+
+
+def test_a_new_trials_token_is_resolved_in_memory_with_the_same_reach(
+    sqlite_master: Any, tmp_path: pathlib.Path
+) -> None:
+    _, _, trials = _three_waiting_trials(sqlite_master, tmp_path)
+    allocations = sqlite_master.manager.allocations
+    tokens = [allocations.live(t).token for t in trials]
+    _auth_cache(sqlite_master).clear()
+    with _token_reads(sqlite_master) as reads:
+        # The first token of the experiment: its owner is not known yet, the database answers.
+        assert _as_trial(sqlite_master, tokens[0], f"/api/v1/trials/{trials[0]}").status_code == 200
+        assert len(reads) == 1
+        # The others: no read, and each reaches its own trial only.
+        got = _as_trial(sqlite_master, tokens[1], f"/api/v1/trials/{trials[1]}")
+        assert got.status_code == 200, got.text
+        other = _as_trial(sqlite_master, tokens[2], f"/api/v1/trials/{trials[1]}")
+        assert other.status_code == 403 and "allocation token" in other.text
+        assert len(reads) == 1, reads
+    (tmp_path / "go").touch()
+
+
+def test_an_ended_allocations_token_is_refused_though_its_owner_is_known(
+    sqlite_master: Any, tmp_path: pathlib.Path
+) -> None:
+    client, exp_id, trials = _three_waiting_trials(sqlite_master, tmp_path)
+    allocations = sqlite_master.manager.allocations
+    tokens = [allocations.live(t).token for t in trials]
+    assert _as_trial(sqlite_master, tokens[0], f"/api/v1/trials/{trials[0]}").status_code == 200
+    cache = _auth_cache(sqlite_master)
+    owner_id = allocations.live(trials[0]).owner_id
+    assert cache.owner(owner_id) is not None
+    (tmp_path / "go").touch()
+    client.wait_state(exp_id, "STATE_COMPLETED")
+    assert cache.owner(owner_id) is not None  # still known: only the allocations ended
+    for trial, token in zip(trials, tokens, strict=True):
+        got = _as_trial(sqlite_master, token, f"/api/v1/trials/{trial}")
+        assert got.status_code == 401, got.text
+
+
+def test_a_change_to_the_owner_drops_the_owner_kept_in_memory(
+    sqlite_master: Any, tmp_path: pathlib.Path
+) -> None:
+    client, _, trials = _three_waiting_trials(sqlite_master, tmp_path)
+    allocations = sqlite_master.manager.allocations
+    token = allocations.live(trials[0]).token
+    assert _as_trial(sqlite_master, token, f"/api/v1/trials/{trials[0]}").status_code == 200
+    cache = _auth_cache(sqlite_master)
+    owner_id = allocations.live(trials[0]).owner_id
+    assert cache.owner(owner_id) is not None
+    me = client.get("/api/v1/me")["user"]
+    assert int(me["id"]) == owner_id
+    client.request(
+        "PATCH", f"/api/v1/users/{owner_id}", json={"displayName": "changed"}
+    ).raise_for_status()
+    assert cache.owner(owner_id) is None
+    (tmp_path / "go").touch()
