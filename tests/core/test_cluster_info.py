@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pathlib
 
 from determined import ClusterInfo, TrialInfo
@@ -58,3 +59,27 @@ def test_the_json_form_round_trips_with_the_public_fields(tmp_path: pathlib.Path
     assert again.trial.config == info.trial.config
     assert (again.trial.steps_completed, again.trial.debug) == (40, True)
     assert again.user_data == {"path": "/d"}
+
+
+def test_a_config_encoded_beforehand_writes_the_same_file(tmp_path: pathlib.Path) -> None:
+    """det-master hands the config it encoded once per experiment: the file is byte for byte the
+    one encoding it again gives, whatever the hyperparameters hold (a string like the marker the
+    splice uses among them)."""
+    trial = _trial_info()
+    trial.hparams = {"tag": "det-config-0123456789abcdef", "lr": 0.1}
+    info = ClusterInfo(
+        master_url="localhost",
+        cluster_id="c",
+        agent_id="a",
+        slot_ids=[0],
+        task_id="t",
+        allocation_id="t.1",
+        session_token="s",
+        task_type="TRIAL",
+        trial_info=trial,
+    )
+    info.write(tmp_path / "plain.json")
+    info.write(tmp_path / "spliced.json", config_json=json.dumps(trial.config))
+    assert (tmp_path / "spliced.json").read_bytes() == (tmp_path / "plain.json").read_bytes()
+    assert ClusterInfo.read(tmp_path / "spliced.json").trial.config == trial.config
+    assert (tmp_path / "spliced.json").stat().st_mode & 0o777 == 0o600

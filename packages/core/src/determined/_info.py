@@ -274,8 +274,22 @@ class ClusterInfo:
             resources_info=sub("resources_info", ResourcesInfo),
         )
 
-    def write(self, path: str | os.PathLike[str]) -> None:
-        """Write this ClusterInfo as JSON (readable only by its owner: it holds a session token)."""
+    def write(self, path: str | os.PathLike[str], *, config_json: str | None = None) -> None:
+        """Write this ClusterInfo as JSON (readable only by its owner: it holds a session token).
+
+        ``config_json``: the trial's config as ``json.dumps`` encodes it, when the caller has it
+        already (det-master encodes an experiment's config once for all its trials): written as
+        is instead of encoding the config again, the largest part of the file."""
+        data = self.to_dict()
+        trial_info = data.get("trial_info")
+        marker = None
+        if config_json is not None and trial_info is not None:
+            marker = f"det-config-{os.urandom(8).hex()}"
+            trial_info["config"] = marker
+        # dumps, not dump: dump streams through the pure-Python encoder
+        text = json.dumps(data)
+        if marker is not None:
+            text = text.replace(f'"{marker}"', config_json, 1)
         target = pathlib.Path(path)
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
         try:
@@ -283,10 +297,8 @@ class ClusterInfo:
         except FileNotFoundError:  # its directory is made only when missing: one syscall less
             target.parent.mkdir(parents=True, exist_ok=True)
             fd = os.open(target, flags, 0o600)
-        with os.fdopen(fd, "w") as f:
-            # dumps, not dump: dump streams through the pure-Python encoder, and a trial's
-            # config made this the largest part of the master's CPU for launching a trial
-            f.write(json.dumps(self.to_dict()))
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode())
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> ClusterInfo:

@@ -125,7 +125,7 @@ def prepare_trial(
         resources_info=ResourcesInfo(gpu_uuids),
     )
     info_path = info_dir / "cluster.json"
-    info.write(str(info_path))
+    info.write(info_path, config_json=config_json)
     bin_dir = interpreter_bin_dir(config)
     env = {k: v for k, v in os.environ.items() if not k.startswith("DET_")}
     env["PATH"] = bin_dir + os.pathsep + env.get("PATH", "")
