@@ -295,7 +295,13 @@ def _master_cpu_per_trial(
     return ((hi[1] - lo[1]) - (hi[2] - lo[2])) / (hi[0] - lo[0])
 
 
-def end_to_end(db_url: str | None, trials: int, slots: int) -> dict[str, float]:
+def end_to_end(
+    db_url: str | None, trials: int, slots: int, poll_s: float = 0.2
+) -> dict[str, float]:
+    """One search of ``trials`` instant trials through an in-process master; the experiment's
+    state is asked every ``poll_s`` seconds (each ask costs the master a request: the
+    instruction count of ``bench_trial_instructions.py`` polls rarely, as under valgrind a run's
+    wall time, and so its number of asks, depends on the host's load)."""
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
@@ -355,7 +361,7 @@ def end_to_end(db_url: str | None, trials: int, slots: int) -> dict[str, float]:
             samples.append((master.rm.exited, time.process_time(), master.rm.client_cpu))
             if state in ("STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"):
                 break
-            time.sleep(0.2)
+            time.sleep(poll_s)
         wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
         ran = len(api.request("GET", f"/api/v1/experiments/{exp_id}/trials?limit=100000")["trials"])
         return {
