@@ -58,9 +58,14 @@ _TRIAL_WITH_EXPERIMENT = (
 
 def get_trial(session: Session, trial_id: int) -> tuple[Run, Experiment]:
     """A trial and its experiment, or a 404 (one joined SELECT when neither is loaded yet: this is
-    on every trial request's path)."""
+    on every trial request's path).
+
+    The SELECT does not flush the session first: a trial or experiment with unflushed changes is
+    loaded already, and the identity map gives it back as it is, so no flush could change what
+    this returns; exits handled together then flush once, at their commit, not once each."""
     if identity_key(Run, trial_id) not in session.identity_map:
-        row = session.execute(_TRIAL_WITH_EXPERIMENT, {"trial_id": trial_id}).first()
+        with session.no_autoflush:
+            row = session.execute(_TRIAL_WITH_EXPERIMENT, {"trial_id": trial_id}).first()
         if row is not None and row[1] is not None:
             return row[0], row[1]
     run = session.get(Run, trial_id)
