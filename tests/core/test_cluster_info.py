@@ -22,6 +22,20 @@ def _trial_info() -> TrialInfo:
     )
 
 
+def _cluster_info(trial: TrialInfo) -> ClusterInfo:
+    return ClusterInfo(
+        master_url="localhost",
+        cluster_id="c",
+        agent_id="a",
+        slot_ids=[0],
+        task_id="t",
+        allocation_id="t.1",
+        session_token="s",
+        task_type="TRIAL",
+        trial_info=trial,
+    )
+
+
 def test_public_fields_and_upstream_private_names_are_the_same_values() -> None:
     trial = _trial_info()
     assert trial.config["searcher"] == {"name": "single"}
@@ -37,17 +51,7 @@ def test_public_fields_and_upstream_private_names_are_the_same_values() -> None:
 
 
 def test_the_json_form_round_trips_with_the_public_fields(tmp_path: pathlib.Path) -> None:
-    info = ClusterInfo(
-        master_url="localhost",
-        cluster_id="c",
-        agent_id="a",
-        slot_ids=[0],
-        task_id="t",
-        allocation_id="t.1",
-        session_token="s",
-        task_type="TRIAL",
-        trial_info=_trial_info(),
-    )
+    info = _cluster_info(_trial_info())
     data = info.to_dict()["trial_info"]
     assert (data["config"], data["steps_completed"], data["debug"]) == (
         _trial_info().config,
@@ -67,17 +71,7 @@ def test_a_config_encoded_beforehand_writes_the_same_file(tmp_path: pathlib.Path
     splice uses among them)."""
     trial = _trial_info()
     trial.hparams = {"tag": "det-config-0123456789abcdef", "lr": 0.1}
-    info = ClusterInfo(
-        master_url="localhost",
-        cluster_id="c",
-        agent_id="a",
-        slot_ids=[0],
-        task_id="t",
-        allocation_id="t.1",
-        session_token="s",
-        task_type="TRIAL",
-        trial_info=trial,
-    )
+    info = _cluster_info(trial)
     info.write(tmp_path / "plain.json")
     info.write(tmp_path / "spliced.json", config_json=json.dumps(trial.config))
     assert (tmp_path / "spliced.json").read_bytes() == (tmp_path / "plain.json").read_bytes()

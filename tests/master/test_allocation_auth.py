@@ -11,31 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import requests
-from master.conftest import Client, wait_for
+from master.gate_trials import three_waiting_trials
 from sqlalchemy import event
-
-GATE = """
-import os, pathlib, time
-here = pathlib.Path(os.environ["GATE_DIR"])
-(here / ("ready-" + os.environ["DET_TRIAL_ID"])).touch()
-while not (here / "go").exists():
-    time.sleep(0.02)
-"""
-
-
-def _three_waiting_trials(master: Any, tmp_path: pathlib.Path) -> tuple[Client, int, list[int]]:
-    client = Client(master.url).login()
-    config = {
-        "name": "alloc-auth",
-        "entrypoint": "python3 gate.py",
-        "searcher": {"name": "grid", "metric": "x", "max_length": 1, "max_concurrent_trials": 3},
-        "hyperparameters": {"n": {"type": "categorical", "vals": [1, 2, 3]}},
-        "environment": {"environment_variables": [f"GATE_DIR={tmp_path}"]},
-        "max_restarts": 0,
-    }
-    exp_id = client.create(config, {"gate.py": GATE})
-    wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == 3, 120, "three trials to start")
-    return client, exp_id, sorted(int(t["id"]) for t in client.trials(exp_id))
 
 
 def _as_trial(master: Any, token: str, path: str) -> requests.Response:
@@ -69,7 +46,7 @@ def _auth_cache(master: Any) -> Any:
 def test_a_new_trials_token_is_resolved_in_memory_with_the_same_reach(
     sqlite_master: Any, tmp_path: pathlib.Path
 ) -> None:
-    _, _, trials = _three_waiting_trials(sqlite_master, tmp_path)
+    _, _, trials = three_waiting_trials(sqlite_master, tmp_path, "alloc-auth")
     allocations = sqlite_master.manager.allocations
     tokens = [allocations.live(t).token for t in trials]
     _auth_cache(sqlite_master).clear()
@@ -89,7 +66,7 @@ def test_a_new_trials_token_is_resolved_in_memory_with_the_same_reach(
 def test_an_ended_allocations_token_is_refused_though_its_owner_is_known(
     sqlite_master: Any, tmp_path: pathlib.Path
 ) -> None:
-    client, exp_id, trials = _three_waiting_trials(sqlite_master, tmp_path)
+    client, exp_id, trials = three_waiting_trials(sqlite_master, tmp_path, "alloc-auth")
     allocations = sqlite_master.manager.allocations
     tokens = [allocations.live(t).token for t in trials]
     assert _as_trial(sqlite_master, tokens[0], f"/api/v1/trials/{trials[0]}").status_code == 200
@@ -107,7 +84,7 @@ def test_an_ended_allocations_token_is_refused_though_its_owner_is_known(
 def test_a_change_to_the_owner_drops_the_owner_kept_in_memory(
     sqlite_master: Any, tmp_path: pathlib.Path
 ) -> None:
-    client, _, trials = _three_waiting_trials(sqlite_master, tmp_path)
+    client, _, trials = three_waiting_trials(sqlite_master, tmp_path, "alloc-auth")
     allocations = sqlite_master.manager.allocations
     token = allocations.live(trials[0]).token
     assert _as_trial(sqlite_master, token, f"/api/v1/trials/{trials[0]}").status_code == 200

@@ -10,29 +10,10 @@ from typing import Any
 
 import pytest
 from master.conftest import Client, wait_for
+from master.gate_trials import WAIT_AT_GATE, gate_config, three_waiting_trials
 
 from determined.master._core._transactions import Transactions
 from determined.master.db import Database
-
-WAIT_AT_GATE = """
-import os, pathlib, time
-here = pathlib.Path(os.environ["GATE_DIR"])
-(here / ("ready-" + os.environ["DET_TRIAL_ID"])).touch()
-while not (here / "go").exists():
-    time.sleep(0.02)
-"""
-
-
-def _gate_config(name: str, tmp_path: pathlib.Path) -> dict[str, Any]:
-    """Three trials of ``WAIT_AT_GATE``, all running at once, their gate in ``tmp_path``."""
-    return {
-        "name": name,
-        "entrypoint": "python3 gate.py",
-        "searcher": {"name": "grid", "metric": "x", "max_length": 1, "max_concurrent_trials": 3},
-        "hyperparameters": {"n": {"type": "categorical", "vals": [1, 2, 3]}},
-        "environment": {"environment_variables": [f"GATE_DIR={tmp_path}"]},
-        "max_restarts": 0,
-    }
 
 
 class _Hold:
@@ -55,15 +36,6 @@ def _hold(events: Any) -> _Hold:
     return hold
 
 
-def _three_waiting_trials(master: Any, tmp_path: pathlib.Path) -> tuple[Client, int, list[int]]:
-    """An experiment of three trials, each waiting at ``tmp_path/go`` once it started."""
-    client = Client(master.url).login()
-    config = _gate_config("exit-batch", tmp_path)
-    exp_id = client.create(config, {"gate.py": WAIT_AT_GATE})
-    wait_for(lambda: len(list(tmp_path.glob("ready-*"))) == 3, 120, "three trials to start")
-    return client, exp_id, [int(t["id"]) for t in client.trials(exp_id)]
-
-
 def _exit_together(master: Any, tmp_path: pathlib.Path) -> None:
     """Hold the events thread, let the trials exit, and release it once all three exits queue."""
     events = master.manager.events
@@ -77,7 +49,7 @@ def _exit_together(master: Any, tmp_path: pathlib.Path) -> None:
 def test_exits_queued_together_share_one_transaction(
     sqlite_master: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client, exp_id, _ = _three_waiting_trials(sqlite_master, tmp_path)
+    client, exp_id, _ = three_waiting_trials(sqlite_master, tmp_path, "exit-batch")
     events = sqlite_master.manager.events
     batches: list[int] = []
     handle = events._exited_all
@@ -102,7 +74,7 @@ def test_assignments_queued_together_are_claimed_in_one_transaction(
         launches, "assigned", lambda items: (batches.append(len(items)), claim_all(items))
     )
     client = Client(sqlite_master.url).login()
-    config = _gate_config("launch-batch", tmp_path)
+    config = gate_config("launch-batch", tmp_path)
     (tmp_path / "go").touch()
     exp_id = client.create(config, {"gate.py": WAIT_AT_GATE})
     wait_for(lambda: events._queue.qsize() >= 3, 60, "the three assignments to queue")
@@ -131,7 +103,7 @@ def test_one_failed_launch_does_not_stop_the_others_of_its_batch(
 
     monkeypatch.setattr(rm, "launch", first_fails)
     client = Client(sqlite_master.url).login()
-    config = _gate_config("launch-failure", tmp_path)
+    config = gate_config("launch-failure", tmp_path)
     client.create(config, {"gate.py": WAIT_AT_GATE})
     wait_for(lambda: events._queue.qsize() >= 3, 60, "the three assignments to queue")
     hold.release.set()
@@ -144,7 +116,7 @@ def test_one_failed_launch_does_not_stop_the_others_of_its_batch(
 def test_a_failed_batch_is_undone_and_each_exit_handled_alone(
     sqlite_master: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client, exp_id, trial_ids = _three_waiting_trials(sqlite_master, tmp_path)
+    client, exp_id, trial_ids = three_waiting_trials(sqlite_master, tmp_path, "exit-batch")
     manager = sqlite_master.manager
     bad = trial_ids[1]
     bad_alloc = manager.allocations.live(bad)
