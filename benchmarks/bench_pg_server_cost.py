@@ -33,6 +33,7 @@ from typing import Any
 
 import sqlalchemy
 from _proc import cpu_seconds, helpers_cpu, helpers_cpu_since
+from _tiles_off import no_tiles
 
 from determined.master._api._metric_reports import parse_reports
 from determined.master._core import _metric_tiles
@@ -168,10 +169,6 @@ def copy_alone(with_fk: bool, commits: int = 30) -> float:
         return 1e6 * (cpu_seconds(pid) - start) / (commits * 2000)
 
 
-def _no_tiles(session: Any, *_: Any) -> _metric_tiles.TileUpdate:
-    return _metric_tiles.TileUpdate(session)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=20, help="batches of 500 per trial")
@@ -179,7 +176,7 @@ def main() -> int:
     args = parser.parse_args()
     variants: list[tuple[str, tuple[str, Callable[..., Any]] | None]] = [
         ("whole path", None),
-        ("chart tiles off", ("start_tiles", _no_tiles)),
+        ("chart tiles off", ("start_tiles", no_tiles)),
     ]
     print(f"{TRIALS} trials x {args.rounds} batches of {BATCH} reports, one writer lane")
     print("| variant | run | server CPU µs/row | master CPU µs/row (writer only, no HTTP) |")
