@@ -255,3 +255,30 @@ def test_a_rolled_back_transaction_reloads_the_searcher(sqlite_master: Any, tmp_
     with sqlite_master.db.read() as session:
         exp = session.get(Experiment, exp_id)
     assert json.loads(json.dumps(states.of(exp).state_dict())) == before
+
+
+def test_a_trials_first_question_is_stored_by_its_own_transaction(
+    sqlite_master: Any, tmp_path: Any
+) -> None:
+    """A trial's first ``searcher/operation`` marks it as one on the operations protocol, and that
+    mark is in the database once the answer is out (a master killed right after restores it),
+    though nothing else the search does has been stored since."""
+    context = tmp_path / "context"
+    context.mkdir()
+    (context / "README").write_text("instant trials\n")
+    api = sqlite_master.api()
+    config = dict(CONFIG, searcher=dict(CONFIG["searcher"], max_trials=4))
+    exp_id = api.create_experiment(config, context, activate=False)
+    trial = _trials(api, exp_id)[0]
+    states = sqlite_master.manager.searcher_states
+    assert trial["requestId"] not in states.searchers[exp_id].op_lengths
+    answer = api.get(f"/api/v1/trials/{trial['id']}/searcher/operation")
+    assert not answer["completed"]
+    assert trial["requestId"] in states.searchers[exp_id].op_lengths
+    with sqlite_master.db.read() as session:
+        exp = session.get(Experiment, exp_id)
+    rebuilt = SearcherStates(sqlite_master.db).of(exp)
+    assert rebuilt.op_lengths == states.searchers[exp_id].op_lengths
+    assert json.loads(json.dumps(rebuilt.state_dict())) == json.loads(
+        json.dumps(states.searchers[exp_id].state_dict())
+    )

@@ -12,6 +12,7 @@ import threading
 from typing import Any, NamedTuple, cast
 
 from sqlalchemy import bindparam, select
+from sqlalchemy.orm import Session
 
 from determined.master._core._allocations import Allocations
 from determined.master._core._experiments import get_trial
@@ -78,6 +79,9 @@ class SearcherOperations:
                 if answer is not _ASK_SEARCHER:
                     return cast("int | None", answer)
             with self._transactions.txn() as session:
+                answer = self._first_answer(session, trial_id, caller_allocation_id)
+                if answer is not _ASK_SEARCHER:
+                    return cast("int | None", answer)
                 run, exp = get_trial(session, trial_id)
                 answer = self._answer_without_searcher(run, exp, caller_allocation_id)
                 if answer is not _ASK_SEARCHER:
@@ -87,6 +91,28 @@ class SearcherOperations:
                 # Persists that the trial uses operations.
                 self._lifecycle.apply_actions(session, exp, [])
                 return length
+
+    def _first_answer(
+        self, session: Session, trial_id: int, caller_allocation_id: str | None
+    ) -> int | object | None:
+        """The answer of a write that needs no ORM rows (a trial's first question, as a rule): the
+        trial's gate row decides, the searcher in memory answers and records the question.
+        :data:`_ASK_SEARCHER` when the searcher is not in memory or the experiment was re-run by
+        ``continue`` (the ORM path answers then)."""
+        gate = session.connection().execute(_TRIAL_GATE, {"trial_id": trial_id}).first()
+        if gate is None or self._searchers.is_continued(gate.exp_id):
+            return _ASK_SEARCHER
+        searcher = self._searchers.loaded(gate.exp_id)
+        if searcher is None:
+            return _ASK_SEARCHER
+        self._check_caller(caller_allocation_id, trial_id)
+        if not _live(gate.state, gate.exp_state, gate.early_stopped_by_searcher):
+            return None
+        length = self._ask(searcher, gate.request_id)
+        # Persists that the trial uses operations. The experiment is live, so nothing else of
+        # ``apply_actions`` applies, and a question leaves the search's progress as it was.
+        self._searchers.record(session, gate.exp_id)
+        return length
 
     def _unasked(self, trial_id: int, caller_allocation_id: str | None) -> bool:
         """Whether this is certainly the trial's first question (its caller's allocation names

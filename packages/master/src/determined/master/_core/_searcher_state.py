@@ -201,10 +201,20 @@ class SearcherStates:
         if searcher is None or log is None:
             return
         self._update_progress(exp, searcher, log)
+        self.record(session, exp.id)
+
+    def record(self, session: Session, exp_id: int) -> None:
+        """Persist the searcher's new calls in the open transaction, as :meth:`snapshot` does,
+        without the experiment's progress: for calls that leave the progress as it was (a
+        trial's first ``searcher/operation``), so no Experiment row need be loaded for them."""
+        searcher = self.searchers.get(exp_id)
+        log = self._logs.get(exp_id)
+        if searcher is None or log is None:
+            return
         events = searcher.take_events()
         if not log.replayable:
             # Exactly as before the log: the method may change state in calls not recorded.
-            self._write_snapshot(session, exp, searcher, log)
+            self._write_snapshot(session, exp_id, searcher, log)
             return
         if events:
             log.seq += 1
@@ -213,7 +223,7 @@ class SearcherStates:
             session.connection().execute(
                 _INSERT,
                 {
-                    "experiment_id": exp.id,
+                    "experiment_id": exp_id,
                     "seq": log.seq,
                     "events": json.dumps(events, separators=(",", ":")),
                 },
@@ -221,32 +231,32 @@ class SearcherStates:
             _watch(session, log)
         threshold = self._compact_every or max(COMPACT_MIN_EVENTS, 2 * len(searcher.trials_created))
         if log.since_snapshot >= threshold:
-            self.compact(session, exp)
+            self.compact(session, exp_id)
 
-    def compact(self, session: Session, exp: Experiment) -> None:
+    def compact(self, session: Session, exp_id: int) -> None:
         """Write the whole state into the snapshot and drop the event rows it includes."""
-        searcher = self.searchers.get(exp.id)
-        log = self._logs.get(exp.id)
+        searcher = self.searchers.get(exp_id)
+        log = self._logs.get(exp_id)
         if searcher is None or log is None:
             return
         searcher.take_events()  # included in the state written now
-        self._write_snapshot(session, exp, searcher, log)
+        self._write_snapshot(session, exp_id, searcher, log)
         session.execute(
             delete(SearcherEvent).where(
-                SearcherEvent.experiment_id == exp.id, SearcherEvent.seq <= log.seq
+                SearcherEvent.experiment_id == exp_id, SearcherEvent.seq <= log.seq
             )
         )
         log.since_snapshot = 0
         self.compactions += 1
 
     def _write_snapshot(
-        self, session: Session, exp: Experiment, searcher: JournaledSearcher, log: _Log
+        self, session: Session, exp_id: int, searcher: JournaledSearcher, log: _Log
     ) -> None:
         content = {"searcher_state": searcher.state_dict(), "events_through": log.seq}
-        snap = session.get(ExperimentSnapshot, exp.id)
+        snap = session.get(ExperimentSnapshot, exp_id)
         if snap is None:
             session.add(
-                ExperimentSnapshot(experiment_id=exp.id, content=content, version=SNAPSHOT_VERSION)
+                ExperimentSnapshot(experiment_id=exp_id, content=content, version=SNAPSHOT_VERSION)
             )
         else:
             snap.content = content
