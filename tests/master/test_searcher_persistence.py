@@ -230,16 +230,21 @@ def test_a_plugin_method_without_replay_is_snapshotted(make_master: Any, tmp_pat
     assert events == 0
 
 
-def test_a_rolled_back_transaction_reloads_the_searcher(sqlite_master: Any, tmp_path: Any) -> None:
-    """A transaction that fed the searcher and then failed leaves nothing behind: the next use
-    rebuilds the searcher from the database instead of keeping the calls that were rolled back."""
+def _small_search(master: Any, tmp_path: Any) -> tuple[MasterAPI, int, dict[str, Any]]:
+    """A paused search of 4 instant trials: its API client, id and first trial."""
     context = tmp_path / "context"
     context.mkdir()
     (context / "README").write_text("instant trials\n")
-    api = sqlite_master.api()
+    api = master.api()
     config = dict(CONFIG, searcher=dict(CONFIG["searcher"], max_trials=4))
     exp_id = api.create_experiment(config, context, activate=False)
-    trial = _trials(api, exp_id)[0]
+    return api, exp_id, _trials(api, exp_id)[0]
+
+
+def test_a_rolled_back_transaction_reloads_the_searcher(sqlite_master: Any, tmp_path: Any) -> None:
+    """A transaction that fed the searcher and then failed leaves nothing behind: the next use
+    rebuilds the searcher from the database instead of keeping the calls that were rolled back."""
+    api, exp_id, trial = _small_search(sqlite_master, tmp_path)
     length = api.get(f"/api/v1/trials/{trial['id']}/searcher/operation")["op"]["validateAfter"]
     manager = sqlite_master.manager
     states = manager.searcher_states
@@ -263,13 +268,7 @@ def test_a_trials_first_question_is_stored_by_its_own_transaction(
     """A trial's first ``searcher/operation`` marks it as one on the operations protocol, and that
     mark is in the database once the answer is out (a master killed right after restores it),
     though nothing else the search does has been stored since."""
-    context = tmp_path / "context"
-    context.mkdir()
-    (context / "README").write_text("instant trials\n")
-    api = sqlite_master.api()
-    config = dict(CONFIG, searcher=dict(CONFIG["searcher"], max_trials=4))
-    exp_id = api.create_experiment(config, context, activate=False)
-    trial = _trials(api, exp_id)[0]
+    api, exp_id, trial = _small_search(sqlite_master, tmp_path)
     states = sqlite_master.manager.searcher_states
     assert trial["requestId"] not in states.searchers[exp_id].op_lengths
     answer = api.get(f"/api/v1/trials/{trial['id']}/searcher/operation")
