@@ -79,7 +79,7 @@ class SearcherOperations:
                 if answer is not _ASK_SEARCHER:
                     return cast("int | None", answer)
             with self._transactions.txn() as session:
-                answer = self._first_answer(session, trial_id, caller_allocation_id)
+                answer = self._gate_answer(session, trial_id, caller_allocation_id, write=True)
                 if answer is not _ASK_SEARCHER:
                     return cast("int | None", answer)
                 run, exp = get_trial(session, trial_id)
@@ -91,28 +91,6 @@ class SearcherOperations:
                 # Persists that the trial uses operations.
                 self._lifecycle.apply_actions(session, exp, [])
                 return length
-
-    def _first_answer(
-        self, session: Session, trial_id: int, caller_allocation_id: str | None
-    ) -> int | object | None:
-        """The answer of a write that needs no ORM rows (a trial's first question, as a rule): the
-        trial's gate row decides, the searcher in memory answers and records the question.
-        :data:`_ASK_SEARCHER` when the searcher is not in memory or the experiment was re-run by
-        ``continue`` (the ORM path answers then)."""
-        gate = session.connection().execute(_TRIAL_GATE, {"trial_id": trial_id}).first()
-        if gate is None or self._searchers.is_continued(gate.exp_id):
-            return _ASK_SEARCHER
-        searcher = self._searchers.loaded(gate.exp_id)
-        if searcher is None:
-            return _ASK_SEARCHER
-        self._check_caller(caller_allocation_id, trial_id)
-        if not _live(gate.state, gate.exp_state, gate.early_stopped_by_searcher):
-            return None
-        length = self._ask(searcher, gate.request_id)
-        # Persists that the trial uses operations. The experiment is live, so nothing else of
-        # ``apply_actions`` applies, and a question leaves the search's progress as it was.
-        self._searchers.record(session, gate.exp_id)
-        return length
 
     def _unasked(self, trial_id: int, caller_allocation_id: str | None) -> bool:
         """Whether this is certainly the trial's first question (its caller's allocation names
@@ -130,19 +108,33 @@ class SearcherOperations:
         """The answer from a read, without a write transaction (every question after a trial's
         first); :data:`_ASK_SEARCHER` when only the write in :meth:`next_operation` can answer."""
         with self._transactions.db.read() as session:
-            gate = session.connection().execute(_TRIAL_GATE, {"trial_id": trial_id}).first()
-            if gate is None:
-                return _ASK_SEARCHER  # the write answers the 404
-            self._check_caller(caller_allocation_id, trial_id)
-            if not _live(gate.state, gate.exp_state, gate.early_stopped_by_searcher):
-                return None
-            if self._searchers.is_continued(gate.exp_id):
-                run, exp = get_trial(session, trial_id)
-                return self._answer_without_searcher(run, exp, None)
-            searcher = self._searchers.loaded(gate.exp_id)
-            if searcher is not None and gate.request_id in searcher.op_lengths:
-                return self._ask(searcher, gate.request_id)
-        return _ASK_SEARCHER
+            return self._gate_answer(session, trial_id, caller_allocation_id, write=False)
+
+    def _gate_answer(
+        self, session: Session, trial_id: int, caller_allocation_id: str | None, *, write: bool
+    ) -> int | object | None:
+        """The answer from the trial's gate row and the searcher in memory, no ORM rows loaded.
+        In a read, only a question the searcher has seen is answered; in the write of
+        :meth:`next_operation` (``write``) a first one is too, and recorded. :data:`_ASK_SEARCHER`
+        when the searcher is not in memory, or, in a read, the question is new."""
+        gate = session.connection().execute(_TRIAL_GATE, {"trial_id": trial_id}).first()
+        if gate is None:
+            return _ASK_SEARCHER  # the ORM path answers the 404
+        self._check_caller(caller_allocation_id, trial_id)
+        if not _live(gate.state, gate.exp_state, gate.early_stopped_by_searcher):
+            return None
+        if self._searchers.is_continued(gate.exp_id):
+            run, exp = get_trial(session, trial_id)
+            return self._answer_without_searcher(run, exp, None)
+        searcher = self._searchers.loaded(gate.exp_id)
+        if searcher is None or (not write and gate.request_id not in searcher.op_lengths):
+            return _ASK_SEARCHER
+        length = self._ask(searcher, gate.request_id)
+        if write:
+            # Persists that the trial uses operations. The experiment is live, so nothing else
+            # of ``apply_actions`` applies, and a question leaves the search's progress as it was.
+            self._searchers.record(session, gate.exp_id)
+        return length
 
     def _answer_without_searcher(
         self, run: Run, exp: Experiment, caller_allocation_id: str | None
