@@ -139,10 +139,7 @@ class Allocations:
     def of_token(self, token: str) -> AllocState | None:
         """The live allocation whose allocation token is ``token``, if any: authenticates a
         trial's requests without a database read (``_api._deps``)."""
-        alloc = self._by_token.get(token)
-        if alloc is None or alloc.exited or self._by_id.get(alloc.allocation_id) is not alloc:
-            return None
-        return alloc
+        return self._by_token.get(token)  # kept beside ``_by_id`` by ``_add`` and ``_remove``
 
     def live(self, trial_id: int) -> AllocState | None:
         """The trial's allocation that has not exited or been cancelled, if any."""
