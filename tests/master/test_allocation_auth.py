@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import requests
+from master.conftest import Client
 from master.gate_trials import three_waiting_trials
 from sqlalchemy import event
 
@@ -43,12 +44,20 @@ def _auth_cache(master: Any) -> Any:
     return master._server.config.app.state.auth_cache
 
 
+def _waiting_trials(
+    master: Any, tmp_path: pathlib.Path
+) -> tuple[Client, int, list[int], list[str]]:
+    """Three trials waiting at their gate: the client, experiment, trial ids and the trials'
+    allocation tokens."""
+    client, exp_id, trials = three_waiting_trials(master, tmp_path, "alloc-auth")
+    allocations = master.manager.allocations
+    return client, exp_id, trials, [allocations.live(t).token for t in trials]
+
+
 def test_a_new_trials_token_is_resolved_in_memory_with_the_same_reach(
     sqlite_master: Any, tmp_path: pathlib.Path
 ) -> None:
-    _, _, trials = three_waiting_trials(sqlite_master, tmp_path, "alloc-auth")
-    allocations = sqlite_master.manager.allocations
-    tokens = [allocations.live(t).token for t in trials]
+    _, _, trials, tokens = _waiting_trials(sqlite_master, tmp_path)
     _auth_cache(sqlite_master).clear()
     with _token_reads(sqlite_master) as reads:
         # The first token of the experiment: its owner is not known yet, the database answers.
@@ -66,12 +75,10 @@ def test_a_new_trials_token_is_resolved_in_memory_with_the_same_reach(
 def test_an_ended_allocations_token_is_refused_though_its_owner_is_known(
     sqlite_master: Any, tmp_path: pathlib.Path
 ) -> None:
-    client, exp_id, trials = three_waiting_trials(sqlite_master, tmp_path, "alloc-auth")
-    allocations = sqlite_master.manager.allocations
-    tokens = [allocations.live(t).token for t in trials]
+    client, exp_id, trials, tokens = _waiting_trials(sqlite_master, tmp_path)
     assert _as_trial(sqlite_master, tokens[0], f"/api/v1/trials/{trials[0]}").status_code == 200
     cache = _auth_cache(sqlite_master)
-    owner_id = allocations.live(trials[0]).owner_id
+    owner_id = sqlite_master.manager.allocations.live(trials[0]).owner_id
     assert cache.owner(owner_id) is not None
     (tmp_path / "go").touch()
     client.wait_state(exp_id, "STATE_COMPLETED")
@@ -84,12 +91,10 @@ def test_an_ended_allocations_token_is_refused_though_its_owner_is_known(
 def test_a_change_to_the_owner_drops_the_owner_kept_in_memory(
     sqlite_master: Any, tmp_path: pathlib.Path
 ) -> None:
-    client, _, trials = three_waiting_trials(sqlite_master, tmp_path, "alloc-auth")
-    allocations = sqlite_master.manager.allocations
-    token = allocations.live(trials[0]).token
-    assert _as_trial(sqlite_master, token, f"/api/v1/trials/{trials[0]}").status_code == 200
+    client, _, trials, tokens = _waiting_trials(sqlite_master, tmp_path)
+    assert _as_trial(sqlite_master, tokens[0], f"/api/v1/trials/{trials[0]}").status_code == 200
     cache = _auth_cache(sqlite_master)
-    owner_id = allocations.live(trials[0]).owner_id
+    owner_id = sqlite_master.manager.allocations.live(trials[0]).owner_id
     assert cache.owner(owner_id) is not None
     me = client.get("/api/v1/me")["user"]
     assert int(me["id"]) == owner_id
