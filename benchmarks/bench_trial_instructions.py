@@ -12,6 +12,9 @@ as the timed benchmark does: under valgrind a run takes minutes, and at 0.2 s th
 request each, whose number follows the host's load) were a large and varying share of the count.
 
     .venv/bin/python benchmarks/bench_trial_instructions.py --base REV [--small 100] [--large 300]
+
+``--tree REV`` measures a revision in a second worktree instead of the working tree, so the working
+tree can be edited while the run lasts (it takes minutes).
 """
 
 from __future__ import annotations
@@ -63,9 +66,27 @@ def instructions(trials: int, pythonpath: str | None) -> int:
     return int(found.group(1).replace(",", ""))
 
 
+def _worktree(rev: str) -> pathlib.Path:
+    """A temporary git worktree of ``rev`` (removed by the caller)."""
+    tree = pathlib.Path(tempfile.mkdtemp(prefix="det-rev-")) / "tree"
+    subprocess.run(
+        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(tree), rev], check=True
+    )
+    return tree
+
+
+def _sources(tree: pathlib.Path) -> str:
+    """The ``PYTHONPATH`` that runs ``tree``'s packages, compiled now (no counted run pays for
+    compiling)."""
+    sources = sorted(tree.glob("packages/*/src"))
+    subprocess.run([sys.executable, "-m", "compileall", "-q", *map(str, sources)], check=True)
+    return os.pathsep.join(map(str, sources))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", required=True, help="git revision to compare against")
+    parser.add_argument("--tree", help="measure this revision instead of the working tree")
     parser.add_argument("--small", type=int, default=100)
     parser.add_argument("--large", type=int, default=300)
     args = parser.parse_args()
@@ -73,37 +94,32 @@ def main() -> int:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
     if args.large <= args.small:
         raise SystemExit("--large must be more trials than --small")
-    worktree = pathlib.Path(tempfile.mkdtemp(prefix="det-base-")) / "tree"
-    subprocess.run(
-        ["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(worktree), args.base],
-        check=True,
-    )
+    worktrees = {args.base: _worktree(args.base)}
+    if args.tree:
+        worktrees[args.tree] = _worktree(args.tree)
+    this = args.tree or "this tree"
     try:
-        sources = sorted(worktree.glob("packages/*/src"))
-        # compiled now, so that no counted run pays for compiling either tree
-        subprocess.run([sys.executable, "-m", "compileall", "-q", *map(str, sources)], check=True)
+        paths = {name: _sources(tree) for name, tree in worktrees.items()}
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "packages")])
-        base_path = os.pathsep.join(map(str, sources))
         counts = {
-            (name, n): instructions(n, path)
-            for name, path in (("this tree", None), (args.base, base_path))
+            (name, n): instructions(n, paths.get(name))
+            for name in (this, args.base)
             for n in (args.small, args.large)
         }
     finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(worktree)])
+        for tree in worktrees.values():
+            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)])
     print(f"| tree | {args.small} trials | {args.large} trials | per trial |")
     print("|---|---|---|---|")
     slopes = {}
-    for name in ("this tree", args.base):
+    for name in (this, args.base):
         small, large = counts[(name, args.small)], counts[(name, args.large)]
         slopes[name] = (large - small) / (args.large - args.small)
         print(
             f"| {name} | {small / 1e9:.2f} G | {large / 1e9:.2f} G | {slopes[name] / 1e6:.2f} M |"
         )
-    ratio = slopes["this tree"] / slopes[args.base]
-    print(
-        f"instructions per trial, this tree / {args.base}: {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)"
-    )
+    ratio = slopes[this] / slopes[args.base]
+    print(f"instructions per trial, {this} / {args.base}: {ratio:.3f} ({(ratio - 1) * 100:+.1f} %)")
     return 0
 
 
