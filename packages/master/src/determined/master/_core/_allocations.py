@@ -12,61 +12,23 @@ import asyncio
 import collections
 import contextlib
 import dataclasses
-import datetime
 import logging
 import time
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, insert, update
 from sqlalchemy.orm import Session
 
 from determined.master import _auth
 from determined.master._core._deadlines import Deadline, Deadlines
 from determined.master._core._held_rows import update_unloaded
+from determined.master._core._owner_sessions import OwnerSessions
 from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
 from determined.master._wire import APIError
-from determined.master.db import Allocation, Experiment, Run, UserSession, note_revoked, utcnow
+from determined.master.db import Allocation, Experiment, Run, note_revoked, utcnow
 
 logger = logging.getLogger("determined.master")
-
-
-def trial_session_description(allocation_id: str) -> str:
-    """How the owner's session of a trial's allocation is marked (to revoke it at the end)."""
-    return f"trial allocation {allocation_id}"
-
-
-_TRIAL_SESSION = select(UserSession).where(
-    UserSession.description == bindparam("description"), UserSession.revoked_at.is_(None)
-)
-_REVOKE_TRIAL_SESSION = (
-    update(UserSession)
-    .where(
-        UserSession.token_hash == bindparam("digest"),
-        UserSession.description == bindparam("described"),
-        UserSession.revoked_at.is_(None),
-    )
-    .values(revoked_at=bindparam("now"))
-)
-
-
-def revoke_trial_session(session: Session, allocation_id: str, user_token: str = "") -> None:
-    """Revoke the owner's session handed to an allocation's trial (``DET_USER_TOKEN``).
-
-    With the token (a live allocation's), the row is found by its unique hash; without it (an
-    allocation found open after a restart) by its description, which no index covers: a scan of
-    every session ever made, once per trial exit, was the one per-trial cost that grew with the
-    number of trials run.
-    """
-    params = {"description": trial_session_description(allocation_id)}
-    if user_token:
-        digest = _auth.token_hash(user_token)
-        values = {"described": params["description"], "digest": digest, "now": utcnow()}
-        update_unloaded(session, _REVOKE_TRIAL_SESSION, values, UserSession, token_hash=digest)
-        note_revoked(session, digests=[digest])  # the authentication cache drops it at the commit
-        return
-    for row in session.scalars(_TRIAL_SESSION, params):
-        row.revoked_at = utcnow()  # an ORM write, so the authentication cache drops it at once
 
 
 @dataclasses.dataclass
@@ -79,8 +41,8 @@ class AllocState:
     task_id: str
     token: str
     user_token: str = ""
-    """A session of the experiment's owner for the trial's SDK calls (``DET_USER_TOKEN``), revoked
-    when the allocation ends; the allocation token itself only reaches its own trial."""
+    """A session of the experiment's owner for the trial's SDK calls (``DET_USER_TOKEN``, see
+    ``_owner_sessions``); the allocation token itself only reaches its own trial."""
     request_id: str = ""
     """The trial's searcher request id (its searcher state knows the trial by it)."""
     owner_id: int = 0
@@ -118,6 +80,8 @@ class Allocations:
     def __init__(self, transactions: Transactions, rm: Any) -> None:
         self._transactions = transactions
         self._rm = rm
+        self.owner_sessions = OwnerSessions(transactions, transactions.db)
+        """The owner's session of each live experiment's trials (``DET_USER_TOKEN``)."""
         self._by_id: dict[str, AllocState] = {}
         self._by_token: dict[str, AllocState] = {}
         """The same allocations by their allocation token (a trial's requests carry it)."""
@@ -187,16 +151,7 @@ class Allocations:
                 "token_hash": _auth.token_hash(token),
             },
         )
-        user_token = _auth.new_token()
-        connection.execute(
-            _INSERT_USER_SESSION,
-            {
-                "user_id": exp.owner_id,
-                "token_hash": _auth.token_hash(user_token),
-                "expiry": utcnow() + datetime.timedelta(days=_auth.SESSION_DAYS),
-                "description": trial_session_description(allocation_id),
-            },
-        )
+        user_token = self.owner_sessions.token(session, exp)
         alloc = AllocState(
             allocation_id,
             run.id,
@@ -273,7 +228,6 @@ class Allocations:
             row.state = "TERMINATED"
             row.end_time = utcnow()
             row.exit_error = reason
-        revoke_trial_session(session, alloc.allocation_id, alloc.user_token)
         aid = alloc.allocation_id
         if alloc.assigned:
             self._transactions.effect(lambda: self._rm.release(aid))
@@ -318,7 +272,6 @@ class Allocations:
         )
         # no row was loaded, so no flush tells the authentication cache: the note does
         note_revoked(session, allocation_ids=[allocation_id])
-        revoke_trial_session(session, allocation_id, alloc.user_token)
         return alloc
 
     def _unexit(self, alloc: AllocState) -> None:
@@ -395,8 +348,7 @@ class Allocations:
 
 
 _INSERT_ALLOCATION = insert(Allocation)
-_INSERT_USER_SESSION = insert(UserSession)
-"""A new allocation's rows (built once; see :meth:`Allocations.request`)."""
+"""A new allocation's row (built once; see :meth:`Allocations.request`)."""
 _PREEMPTION_REQUESTED = (
     update(Allocation)
     .where(Allocation.allocation_id == bindparam("aid"))

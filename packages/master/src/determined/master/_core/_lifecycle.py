@@ -258,6 +258,7 @@ class Lifecycle:
         if exp.state == "COMPLETED":
             exp.progress = 1.0
         self._searchers.forget(session, exp.id)
+        self._allocations.owner_sessions.end(session, exp.id)
         exp_id = exp.id
         self._transactions.effect(lambda: self._start_gc(exp_id))
 

@@ -8,8 +8,8 @@ from typing import Any
 from sqlalchemy import delete, select
 
 from determined.master import _wire
-from determined.master._core._allocations import revoke_trial_session
 from determined.master._core._lifecycle import Lifecycle
+from determined.master._core._owner_sessions import revoke_earlier_owner_sessions
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
@@ -50,7 +50,7 @@ def recover(
             row.state = "TERMINATED"
             row.end_time = utcnow()
             row.exit_error = "the master restarted"
-            revoke_trial_session(session, row.allocation_id)
+        revoke_earlier_owner_sessions(session)
         exps = list(
             session.scalars(
                 select(Experiment).where(
