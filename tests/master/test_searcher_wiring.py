@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from sqlalchemy import select
+
+from determined.master.db import Allocation
+
 
 def test_searcher_stop_reaches_trial_as_preemption(
-    client: Any, config_of: Any, waiter: Any
+    master: Any, client: Any, config_of: Any, waiter: Any
 ) -> None:
     config = config_of(
         searcher={
@@ -36,6 +40,11 @@ def test_searcher_stop_reaches_trial_as_preemption(
     text = "".join(e["log"] for e in client.stream(f"/api/v1/trials/{second['id']}/logs"))
     assert "searcher stopped this trial" in text
     assert "preempt signal: True" in text
+    # the allocation's row records the signal with its exit
+    with master.db.read() as session:
+        rows = session.execute(select(Allocation.trial_id, Allocation.preemption_requested))
+        requested = dict(rows.all())
+    assert requested[second["id"]] is True
 
 
 def test_invalid_hp_early_exit_replaces_trial(client: Any, config_of: Any, files_of: Any) -> None:

@@ -195,14 +195,15 @@ class Allocations:
         else:
             self._of_trial[alloc.trial_id] = previous
 
-    def request_preemption(self, session: Session, alloc: AllocState, timeout: float) -> None:
+    def request_preemption(self, alloc: AllocState, timeout: float) -> None:
         """Raise the preemption signal of ``alloc``; kill it if it has not exited after
-        ``timeout`` seconds."""
+        ``timeout`` seconds. The signal lives in memory (the long-poll answers from it); its row
+        records it with the exit (:meth:`mark_exited`): nothing reads it before, and recovery
+        closes a live allocation's row whatever it says."""
         if alloc.preempt:
             return
         alloc.preempt = True
         aid = alloc.allocation_id
-        update_unloaded(session, _PREEMPTION_REQUESTED, {"aid": aid}, Allocation, allocation_id=aid)
         self._transactions.effect(lambda: self.wake(aid))
 
         def on_timeout() -> None:
@@ -266,7 +267,13 @@ class Allocations:
         update_unloaded(
             session,
             _ALLOCATION_EXITED,
-            {"aid": allocation_id, "now": utcnow(), "code": exit_code, "error": error},
+            {
+                "aid": allocation_id,
+                "now": utcnow(),
+                "code": exit_code,
+                "error": error,
+                "preempted": alloc.preempt,
+            },
             Allocation,
             allocation_id=allocation_id,
         )
@@ -349,11 +356,6 @@ class Allocations:
 
 _INSERT_ALLOCATION = insert(Allocation)
 """A new allocation's row (built once; see :meth:`Allocations.request`)."""
-_PREEMPTION_REQUESTED = (
-    update(Allocation)
-    .where(Allocation.allocation_id == bindparam("aid"))
-    .values(preemption_requested=True)
-)
 _ALLOCATION_EXITED = (
     update(Allocation)
     .where(Allocation.allocation_id == bindparam("aid"))
@@ -362,6 +364,7 @@ _ALLOCATION_EXITED = (
         end_time=bindparam("now"),
         exit_code=bindparam("code"),
         exit_error=bindparam("error"),
+        preemption_requested=bindparam("preempted"),
     )
 )
 """Allocation rows written without loading them first (a SELECT per trial), built once, run by

@@ -158,7 +158,7 @@ class Lifecycle:
         master_log(
             session, run.task_id, f"the searcher stopped this trial{note}; asking it to preempt"
         )
-        self._allocations.request_preemption(session, alloc, preemption_timeout(exp))
+        self._allocations.request_preemption(alloc, preemption_timeout(exp))
         return []
 
     # ------------------------------------------------------------------------------------------
@@ -244,7 +244,7 @@ class Lifecycle:
             if target in ("STOPPING_KILLED", "STOPPING_ERROR"):
                 self._allocations.kill(alloc)
             else:
-                self._allocations.request_preemption(session, alloc, timeout)
+                self._allocations.request_preemption(alloc, timeout)
         self.maybe_finish(session, exp)
 
     def maybe_finish(self, session: Session, exp: Experiment) -> None:
@@ -277,7 +277,7 @@ class Lifecycle:
             if alloc is not None and not alloc.assigned:
                 self._allocations.end_unlaunched(session, alloc, "experiment paused")
             elif alloc is not None:
-                self._allocations.request_preemption(session, alloc, timeout)
+                self._allocations.request_preemption(alloc, timeout)
             self.set_trial_state(session, run, "PAUSED")
 
     def activate(self, session: Session, exp: Experiment) -> None:
