@@ -281,3 +281,48 @@ def test_a_trials_first_question_is_stored_by_its_own_transaction(
     assert json.loads(json.dumps(rebuilt.state_dict())) == json.loads(
         json.dumps(states.searchers[exp_id].state_dict())
     )
+
+
+def test_one_transaction_writes_its_searcher_calls_as_one_row(
+    sqlite_master: Any, tmp_path: Any
+) -> None:
+    """Several trials' calls of one searcher in one transaction (exits handled together) are one
+    event row, written at the commit, and the searcher restores from it exactly."""
+    from sqlalchemy import func, select
+
+    from determined.master.db._searcher_models import SearcherEvent
+
+    api, exp_id, _ = _small_search(sqlite_master, tmp_path)
+    trials = _trials(api, exp_id)[:2]
+    lengths = {
+        t["requestId"]: int(
+            api.get(f"/api/v1/trials/{t['id']}/searcher/operation")["op"]["validateAfter"]["length"]
+        )
+        for t in trials
+    }
+    manager = sqlite_master.manager
+
+    def rows() -> int:
+        with sqlite_master.db.read() as session:
+            count = select(func.count()).select_from(SearcherEvent)
+            return int(session.scalar(count.where(SearcherEvent.experiment_id == exp_id)) or 0)
+
+    before = rows()
+    with manager.transactions.txn() as session:
+        exp = session.get(Experiment, exp_id)
+        for rid, length in lengths.items():
+            manager.lifecycle.searcher_event(
+                session,
+                exp,
+                lambda s, rid=rid, length=length: s.operation_completed(rid, length, 0.5),
+            )
+        assert rows() == before  # nothing written before the commit
+    assert rows() == before + 1
+    states = manager.searcher_states
+    with sqlite_master.db.read() as session:
+        exp = session.get(Experiment, exp_id)
+    rebuilt = SearcherStates(sqlite_master.db).of(exp)
+    assert json.loads(json.dumps(rebuilt.state_dict())) == json.loads(
+        json.dumps(states.searchers[exp_id].state_dict())
+    )
+    assert set(lengths) <= set(rebuilt.validated_time)

@@ -56,6 +56,7 @@ def _builtin_method_types() -> tuple[type, ...]:
 
 _INSERT = insert(cast("Table", SearcherEvent.__table__))
 _WATCHED = "det_searcher_logs"
+_PENDING = "det_searcher_pending"
 
 
 def _watch(session: Session, log: _Log) -> None:
@@ -66,8 +67,17 @@ def _watch(session: Session, log: _Log) -> None:
     watched.append(log)
 
 
+@event.listens_for(Session, "before_commit")
+def _write_pending(session: Session) -> None:
+    """Write the searcher calls the transaction recorded (:meth:`SearcherStates.record`)."""
+    pending: dict[int, SearcherStates] | None = session.info.pop(_PENDING, None)
+    for exp_id, states in (pending or {}).items():
+        states._append(session, exp_id)
+
+
 @event.listens_for(Session, "after_rollback")
 def _rolled_back(session: Session) -> None:
+    session.info.pop(_PENDING, None)
     for log in session.info.pop(_WATCHED, None) or ():
         log.stale = True
 
@@ -206,16 +216,32 @@ class SearcherStates:
     def record(self, session: Session, exp_id: int) -> None:
         """Persist the searcher's new calls in the open transaction, as :meth:`snapshot` does,
         without the experiment's progress: for calls that leave the progress as it was (a
-        trial's first ``searcher/operation``), so no Experiment row need be loaded for them."""
+        trial's first ``searcher/operation``), so no Experiment row need be loaded for them.
+
+        The calls go in one row when the transaction commits: a transaction that handles several
+        trials' exits, each a call of the same searcher, writes one row, not one per exit."""
         searcher = self.searchers.get(exp_id)
         log = self._logs.get(exp_id)
         if searcher is None or log is None:
             return
-        events = searcher.take_events()
         if not log.replayable:
             # Exactly as before the log: the method may change state in calls not recorded.
+            searcher.take_events()
             self._write_snapshot(session, exp_id, searcher, log)
             return
+        pending = session.info.setdefault(_PENDING, {})
+        if exp_id not in pending:
+            pending[exp_id] = self
+            _watch(session, log)
+
+    def _append(self, session: Session, exp_id: int) -> None:
+        """Write the calls :meth:`record` noted as one event row (the commit of ``session``, see
+        :func:`_write_pending`); compact the log when it is long."""
+        searcher = self.searchers.get(exp_id)
+        log = self._logs.get(exp_id)
+        if searcher is None or log is None:
+            return  # forgotten in the same transaction (the experiment ended)
+        events = searcher.take_events()
         if events:
             log.seq += 1
             log.since_snapshot += len(events)
@@ -228,7 +254,6 @@ class SearcherStates:
                     "events": json.dumps(events, separators=(",", ":")),
                 },
             )
-            _watch(session, log)
         threshold = self._compact_every or max(COMPACT_MIN_EVENTS, 2 * len(searcher.trials_created))
         if log.since_snapshot >= threshold:
             self.compact(session, exp_id)
