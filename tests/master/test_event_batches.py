@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from master.conftest import Client, wait_for
 from master.gate_trials import WAIT_AT_GATE, gate_config, three_waiting_trials
+from sqlalchemy import event
 
 from determined.master._core._transactions import Transactions
 from determined.master.db import Database
@@ -56,10 +57,25 @@ def test_exits_queued_together_share_one_transaction(
     monkeypatch.setattr(
         events, "_exited_all", lambda exits: (batches.append(len(exits)), handle(exits))
     )
-    _exit_together(sqlite_master, tmp_path)
-    client.wait_state(exp_id, "STATE_COMPLETED")
+    statements: list[str] = []
+
+    def seen(_conn: Any, _cursor: Any, statement: str, *_: Any) -> None:
+        if threading.current_thread().name == "det-master-events":
+            statements.append(" ".join(statement.split()))
+
+    event.listen(sqlite_master.db.engine, "before_cursor_execute", seen)
+    try:
+        _exit_together(sqlite_master, tmp_path)
+        client.wait_state(exp_id, "STATE_COMPLETED")
+    finally:
+        event.remove(sqlite_master.db.engine, "before_cursor_execute", seen)
     assert batches == [3]
     assert [t["state"] for t in client.trials(exp_id)] == ["STATE_COMPLETED"] * 3
+    # the three trials and their experiment read by one SELECT
+    trial_reads = [
+        s for s in statements if s.startswith("SELECT runs.") and "JOIN experiments" in s
+    ]
+    assert len(trial_reads) == 1, statements
 
 
 def test_assignments_queued_together_are_claimed_in_one_transaction(

@@ -18,6 +18,7 @@ import queue
 import threading
 import time
 import traceback
+from collections.abc import Sequence
 from typing import Any
 
 import sqlalchemy
@@ -26,6 +27,7 @@ from sqlalchemy.orm import Session
 
 from determined.master._core._allocations import Allocations
 from determined.master._core._db_errors import unavailable
+from determined.master._core._experiments import load_trials
 from determined.master._core._task_logs import store_task_lines
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
@@ -224,7 +226,15 @@ class AllocationEvents:
         """Handle allocations' exits: trials' together in one lifecycle transaction (a busy master
         finds several queued at once; see :meth:`Transactions.batch` for a failed batch)."""
         trials = [args for args in exits if self._trial_exit(*args)]
-        self._transactions.batch(trials, lambda session, args: self._trial_exited(session, *args))
+        loaded: list[Any] = []
+
+        def load(session: Session, batch: Sequence[tuple[Any, ...]]) -> None:
+            ids = (self._allocations.trial_of(args[0]) for args in batch)
+            loaded.extend(load_trials(session, [t for t in ids if t is not None]))
+
+        self._transactions.batch(
+            trials, lambda session, args: self._trial_exited(session, *args), load
+        )
 
     def _trial_exit(self, allocation_id: str, exit_code: int | None, error: str | None) -> bool:
         """Whether this exit is a trial's to handle in a lifecycle transaction (else it is handled
