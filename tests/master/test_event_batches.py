@@ -71,11 +71,18 @@ def test_exits_queued_together_share_one_transaction(
         event.remove(sqlite_master.db.engine, "before_cursor_execute", seen)
     assert batches == [3]
     assert [t["state"] for t in client.trials(exp_id)] == ["STATE_COMPLETED"] * 3
-    # the three trials and their experiment read by one SELECT
+    # the three trials and their experiment read by one SELECT; their allocations' and tasks'
+    # ends written by one statement each (write_at_commit)
     trial_reads = [
         s for s in statements if s.startswith("SELECT runs.") and "JOIN experiments" in s
     ]
     assert len(trial_reads) == 1, statements
+    ended = [
+        s
+        for s in statements
+        if s.startswith(("UPDATE allocations SET state=?, end_time", "UPDATE tasks SET end_time"))
+    ]
+    assert len(ended) == 2, statements
 
 
 def test_assignments_queued_together_are_claimed_in_one_transaction(

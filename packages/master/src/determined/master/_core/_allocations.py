@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from determined.master import _auth
 from determined.master._core._deadlines import Deadline, Deadlines
-from determined.master._core._held_rows import update_unloaded
+from determined.master._core._held_rows import write_at_commit
 from determined.master._core._owner_sessions import OwnerSessions
 from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
@@ -264,19 +264,14 @@ class Allocations:
         if alloc.timer is not None:
             alloc.timer.cancel()
         self._transactions.effect(lambda: self.wake(allocation_id))
-        update_unloaded(
-            session,
-            _ALLOCATION_EXITED,
-            {
-                "aid": allocation_id,
-                "now": utcnow(),
-                "code": exit_code,
-                "error": error,
-                "preempted": alloc.preempt,
-            },
-            Allocation,
-            allocation_id=allocation_id,
-        )
+        exited = {
+            "aid": allocation_id,
+            "now": utcnow(),
+            "code": exit_code,
+            "error": error,
+            "preempted": alloc.preempt,
+        }
+        write_at_commit(session, _ALLOCATION_EXITED, exited)  # with the batch's other exits
         # no row was loaded, so no flush tells the authentication cache: the note does
         note_revoked(session, allocation_ids=[allocation_id])
         return alloc

@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session
 
 from determined.master import _wire
 from determined.master._core._allocations import Allocations
-from determined.master._core._held_rows import held, update_unloaded
+from determined.master._core._held_rows import held, write_at_commit
 from determined.master._core._searcher_state import SearcherStates
 from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
@@ -219,9 +219,9 @@ class Lifecycle:
         if new_state in _wire.TERMINAL_STATES:
             run.end_time = utcnow()
             # The trial's current task ends with it (an UPDATE: loading the row first cost a
-            # SELECT on every trial's end).
+            # SELECT on every trial's end), written with the other trials' ends at the commit.
             ended = {"tid": run.task_id, "ended": run.end_time}
-            update_unloaded(session, _END_TASK, ended, Task, task_id=run.task_id)
+            write_at_commit(session, _END_TASK, ended)
         master_log(session, run.task_id, f"Trial {run.id} is now {new_state}")
 
     def stop_experiment(self, session: Session, exp: Experiment, target: str) -> None:

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from determined.master._core import _launch
 from determined.master._core._allocations import Allocations, AllocState
+from determined.master._core._held_rows import write_at_commit
 from determined.master._core._launch_rows import (
     LaunchedRun,
     LaunchRows,
@@ -234,7 +235,8 @@ def _log_launch(
 ) -> None:
     """Record a trial's launch: its allocation ASSIGNED and the lines its log shows for it."""
     run, exp = rows.run, rows.exp
-    session.connection().execute(_SET_ALLOCATION_STATE, {"aid": aid, "new_state": "ASSIGNED"})
+    # with the other claims of the batch, at the commit
+    write_at_commit(session, _SET_ALLOCATION_STATE, {"aid": aid, "new_state": "ASSIGNED"})
     image = explicit_image(exp.original_config)
     if image:
         master_log(
