@@ -6,7 +6,8 @@ simulation) repeat to about 1 % between runs of one tree. This script runs
 ``bench_search_scale.end_to_end(None, N, 16)`` (an in-process master, instant trials, SQLite) under
 cachegrind for two trial counts, on this working tree and on ``--base`` (a temporary git worktree
 put first on ``PYTHONPATH``), and prints the per-trial slope between the two counts (start-up
-cancels out) and its ratio to the base's. The count covers the whole process, the instant trials'
+cancels out) and its ratio to the base's (``--postgres``: on a fresh PostgreSQL database of the
+test set-up's server instead). The count covers the whole process, the instant trials'
 own HTTP client included. The run asks for the experiment's state every 5 s, not every 0.2 s
 as the timed benchmark does: under valgrind a run takes minutes, and at 0.2 s those asks (a
 request each, whose number follows the host's load) were a large and varying share of the count.
@@ -32,13 +33,22 @@ HERE = pathlib.Path(__file__).resolve().parent
 ROOT = HERE.parent
 RUNNER = (
     "import sys; sys.path.insert(0, sys.argv[2]); import bench_search_scale as b; "
-    "r = b.end_to_end(None, int(sys.argv[1]), 16, poll_s=5.0); "
+    "url = sys.argv[3] or None; "
+    "r = b.end_to_end(url, int(sys.argv[1]), 16, poll_s=5.0); "
     "sys.exit(0 if r['state'] == 'STATE_COMPLETED' else 1)"
 )
 
 
-def instructions(trials: int, pythonpath: str | None) -> int:
-    """Instructions cachegrind counted for one end-to-end run of ``trials`` trials."""
+def instructions(trials: int, pythonpath: str | None, postgres: bool = False) -> int:
+    """Instructions cachegrind counted for one end-to-end run of ``trials`` trials (on a fresh
+    PostgreSQL database with ``postgres``: the server's own work is not counted, as it is not the
+    master's)."""
+    url = ""
+    if postgres:
+        sys.path.insert(0, str(ROOT / "tests"))
+        import postgres_db
+
+        url = postgres_db.postgres_url()
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # both trees run from compiled bytecode
     if pythonpath:
@@ -54,12 +64,15 @@ def instructions(trials: int, pythonpath: str | None) -> int:
             RUNNER,
             str(trials),
             str(HERE),
+            url,
         ],
         env=env,
         capture_output=True,
         text=True,
         check=False,
     )
+    if postgres:
+        postgres_db.drop_database(url)
     found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
     if done.returncode != 0 or found is None:
         raise SystemExit(f"the run of {trials} trials failed:\n{done.stderr[-2000:]}")
@@ -87,6 +100,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", required=True, help="git revision to compare against")
     parser.add_argument("--tree", help="measure this revision instead of the working tree")
+    parser.add_argument("--postgres", action="store_true", help="on PostgreSQL, not SQLite")
     parser.add_argument("--small", type=int, default=100)
     parser.add_argument("--large", type=int, default=300)
     args = parser.parse_args()
@@ -102,7 +116,7 @@ def main() -> int:
         paths = {name: _sources(tree) for name, tree in worktrees.items()}
         subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "packages")])
         counts = {
-            (name, n): instructions(n, paths.get(name))
+            (name, n): instructions(n, paths.get(name), args.postgres)
             for name in (this, args.base)
             for n in (args.small, args.large)
         }
