@@ -13,21 +13,26 @@ Two measurements, each on SQLite and on PostgreSQL (a real server, started as th
    (``compact_every=0``: the whole state JSON-serialised and written after every batch), timed
    on the final 10,000-trial state, and over a whole smaller search (``--baseline-trials``).
 2. **Master overhead per trial, end to end.** An in-process det-master whose resource manager
-   runs each trial as a thread of this process instead of a subprocess (process start-up is not
-   what is measured): the "trial" speaks the trial protocol over HTTP with its allocation token,
-   exactly as a Core API trial would (``GET .../searcher/operation``, ``POST
-   .../searcher/completed_operation`` with the loss of its learning rate at that length, until the
-   searcher says it is done) and then exits with code 0. Everything else is the real master:
-   scheduling, allocations, launch specs, trial sessions, the searcher and its persistence, exit
-   handling, the database. Master overhead per trial = wall time / trials, process CPU time /
-   trials, and the master's CPU per trial (process CPU minus the trial threads' own CPU, measured
-   with ``time.thread_time``). Also printed: SQL statements and commits per trial (load-independent).
+   runs each trial as an instant HTTP client instead of a trial process (``_instant_trials``:
+   process start-up is not what is measured): the "trial" speaks the trial protocol over HTTP
+   with its allocation token, exactly as a Core API trial would (``GET .../searcher/operation``,
+   ``POST .../searcher/completed_operation`` with the loss of its learning rate at that length,
+   until the searcher says it is done) and then exits with code 0. The clients run in a child
+   process (``--clients process``, the default), so the master's process does only the master's
+   work; ``--clients thread`` runs them as threads of the master's process and subtracts their
+   thread CPU, as this benchmark did until 2026-12-02 (their GIL contention was charged to the
+   master: about 4 % more). Everything else is the real master: scheduling, allocations, launch
+   specs, trial sessions, the searcher and its persistence, exit handling, the database. Master
+   overhead per trial = wall time / trials, process CPU time / trials, and the master's CPU per
+   trial (process CPU minus the client threads' own, with ``thread`` clients). Also printed: SQL
+   statements and commits per trial (load-independent).
    The collector runs as ``det-master up`` sets it (its thresholds and ``gc.freeze()``), not with
    Python's defaults, which an in-process master would otherwise get.
    Anchor (not measured here): Ray Tune's published ~9 ms per trial end to end.
 
     .venv/bin/python benchmarks/bench_search_scale.py [--trials 10000] [--baseline-trials 1000]
         [--e2e-trials 10000] [--slots 16] [--no-postgres | --postgres-only] [--skip-e2e]
+        [--clients process|thread]
 """
 
 from __future__ import annotations
@@ -36,18 +41,19 @@ import argparse
 import collections
 import gc
 import json
-import math
 import pathlib
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from typing import Any
 
 import yaml
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from _instant_trials import loss, plugin
 
 MAX_TIME = 1000
 DIVISOR = 4
@@ -73,11 +79,6 @@ def asha_config(max_trials: int, concurrent: int = 16) -> dict[str, Any]:
         "reproducibility": {"experiment_seed": 1},
         "max_restarts": 0,
     }
-
-
-def loss(lr: float, batches: int) -> float:
-    """A learning curve: the best lr is 1e-3, longer training helps."""
-    return (math.log10(lr) + 3.0) ** 2 + 10.0 / batches
 
 
 # ------------------------------------------------------------------------------------------------
@@ -197,90 +198,6 @@ def _exp(db: Any, exp_id: int) -> Any:
 # 2. end to end through the master
 
 
-def _instant_rm_plugin() -> Any:
-    """A plugin module whose ``det_resource_manager`` answers ``{"type": "instant"}``."""
-    import types
-
-    import requests
-
-    from determined.core.plugins import hookimpl
-    from determined.master.rm import LocalResourceManager
-
-    class InstantResourceManager(LocalResourceManager):
-        """The local RM, but a launched trial is a thread of this process (see the docstring)."""
-
-        def __init__(self, slots: int) -> None:
-            super().__init__(slots=slots, slot_type="cpu")
-            self._threads: dict[str, threading.Event] = {}
-            self.client_cpu = 0.0
-            """CPU seconds the trial threads spent (HTTP client side), to subtract."""
-            self._cpu_lock = threading.Lock()
-            self._http = threading.local()
-            self.exited = 0
-            """Trials that ended (the progress the end-to-end run samples its CPU against)."""
-
-        def _is_launched_locked(self, allocation_id: str) -> bool:
-            return allocation_id in self._threads
-
-        def _launch_locked(self, spec: Any, assignment: Any) -> threading.Event:
-            done = threading.Event()
-            self._threads[spec.allocation_id] = done
-            threading.Thread(target=self._trial, args=(spec, done), daemon=True).start()
-            return done
-
-        def _signal_locked(self, allocation_id: str, signum: int) -> None:
-            pass  # an instant trial ends on its own
-
-        def _free_locked(self, allocation_id: str) -> None:
-            self._threads.pop(allocation_id, None)
-
-        def _trial(self, spec: Any, done: threading.Event) -> None:
-            env = spec.env
-            code = 0
-            cpu0 = time.thread_time()
-            try:
-                self._notify("allocation_started", spec.allocation_id, 0)
-                http = getattr(self._http, "session", None)
-                if http is None:
-                    http = self._http.session = requests.Session()
-                base = f"{env['DET_MASTER'].rstrip('/')}/api/v1/trials/{env['DET_TRIAL_ID']}"
-                # the allocation token in its own header, as det's and upstream's trials send it
-                headers = {"Grpc-Metadata-x-allocation-token": f"Bearer {env['DET_SESSION_TOKEN']}"}
-                lr = float(yaml.safe_load(env["DET_HPARAMS"])["lr"])
-                # As det's client does: ask for the first operation; each completion's answer
-                # gives the next one (``nextOperation``), else ask again.
-                answer = http.get(f"{base}/searcher/operation", headers=headers).json()
-                while not answer.get("completed"):
-                    length = int(answer["op"]["validateAfter"]["length"])
-                    body = {"op": {"length": length}, "searcherMetric": loss(lr, length)}
-                    completed = http.post(
-                        f"{base}/searcher/completed_operation", json=body, headers=headers
-                    )
-                    completed.raise_for_status()
-                    answer = completed.json().get("nextOperation") or (
-                        http.get(f"{base}/searcher/operation", headers=headers).json()
-                    )
-            except Exception as e:  # the trial "crashes"
-                print("instant trial failed:", e, file=sys.stderr)
-                code = 1
-            with self._cpu_lock:
-                self.client_cpu += time.thread_time() - cpu0
-                self.exited += 1
-            self._notify("allocation_exited", spec.allocation_id, code, None)
-            done.set()
-
-    module = types.ModuleType("bench_instant_rm")
-
-    @hookimpl
-    def det_resource_manager(config: dict[str, Any]) -> Any:
-        if config.get("type") != "instant":
-            return None
-        return InstantResourceManager(int(config.get("slots", 8)))
-
-    module.det_resource_manager = det_resource_manager  # type: ignore[attr-defined]
-    return module
-
-
 def _master_cpu_per_trial(
     samples: list[tuple[int, float, float]], start: float, end: float
 ) -> float:
@@ -296,12 +213,14 @@ def _master_cpu_per_trial(
 
 
 def end_to_end(
-    db_url: str | None, trials: int, slots: int, poll_s: float = 0.2
+    db_url: str | None, trials: int, slots: int, poll_s: float = 0.2, clients: str = "process"
 ) -> dict[str, float]:
     """One search of ``trials`` instant trials through an in-process master; the experiment's
     state is asked every ``poll_s`` seconds (each ask costs the master a request: the
     instruction count of ``bench_trial_instructions.py`` polls rarely, as under valgrind a run's
-    wall time, and so its number of asks, depends on the host's load)."""
+    wall time, and so its number of asks, depends on the host's load). ``clients``: where the
+    trials' HTTP clients run (``_instant_trials``: ``process``, or ``thread`` as until
+    2026-12-02)."""
     from sqlalchemy import event
     from sqlalchemy.engine import Engine
 
@@ -309,7 +228,7 @@ def end_to_end(
     from determined.core import plugins
     from determined.master import Master, MasterConfig
 
-    plugins.register(_instant_rm_plugin(), name="bench_instant_rm")
+    plugins.register(plugin(), name="bench_instant_rm")
     statements = [0, 0]
 
     def count_statement(*_: Any) -> None:
@@ -326,7 +245,7 @@ def end_to_end(
             port=0,
             data_dir=data_dir,
             db=db_url,
-            resource_manager={"type": "instant", "slots": slots},
+            resource_manager={"type": "instant", "slots": slots, "clients": clients},
         )
     )
     from determined.master.__main__ import GC_THRESHOLD
@@ -450,6 +369,7 @@ def main() -> int:
     parser.add_argument("--no-postgres", action="store_true")
     parser.add_argument("--postgres-only", action="store_true")
     parser.add_argument("--skip-e2e", action="store_true")
+    parser.add_argument("--clients", choices=("process", "thread"), default="process")
     parser.add_argument(
         "--skip-persistence", action="store_true", help="only the end-to-end run (--e2e-trials)"
     )
@@ -464,15 +384,15 @@ def main() -> int:
             continue
         url = make_url()
         try:
-            e2e = end_to_end(url, args.e2e_trials, args.slots)
+            e2e = end_to_end(url, args.e2e_trials, args.slots, clients=args.clients)
         finally:
             drop(url)
         print(f"== {name}: end to end, {e2e['trials']} instant trials through det-master")
         print(
             f"{e2e['state']}: {e2e['wall']:.1f} s wall, {e2e['wall'] / e2e['trials'] * 1e3:.2f} "
             f"ms/trial wall, {e2e['cpu'] / e2e['trials'] * 1e3:.2f} ms/trial process CPU, of which "
-            f"{(e2e['cpu'] - e2e['client_cpu']) / e2e['trials'] * 1e3:.2f} ms the master's (the "
-            f"trial threads' own CPU subtracted), {e2e['compactions']} compactions; "
+            f"{(e2e['cpu'] - e2e['client_cpu']) / e2e['trials'] * 1e3:.2f} ms the master's "
+            f"({args.clients} clients), {e2e['compactions']} compactions; "
             f"{e2e['statements'] / e2e['trials']:.1f} SQL statements and "
             f"{e2e['commits'] / e2e['trials']:.1f} commits per trial"
         )

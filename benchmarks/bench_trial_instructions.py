@@ -7,8 +7,9 @@ simulation) repeat to about 1 % between runs of one tree. This script runs
 cachegrind for two trial counts, on this working tree and on ``--base`` (a temporary git worktree
 put first on ``PYTHONPATH``), and prints the per-trial slope between the two counts (start-up
 cancels out) and its ratio to the base's (``--postgres``: on a fresh PostgreSQL database of the
-test set-up's server instead). The count covers the whole process, the instant trials'
-own HTTP client included. The run asks for the experiment's state every 5 s, not every 0.2 s
+test set-up's server instead). The count covers the master's process; the instant trials' HTTP
+clients run in a child process valgrind does not follow (until 2026-12-02 they were threads of the
+master's process and counted with it). The run asks for the experiment's state every 5 s, not every 0.2 s
 as the timed benchmark does: under valgrind a run takes minutes, and at 0.2 s those asks (a
 request each, whose number follows the host's load) were a large and varying share of the count.
 
