@@ -68,14 +68,13 @@ def run_trial(job: Job) -> int:
 
 def _client_main() -> None:
     """The client process: a job per line of stdin (JSON), a thread per job; a line
-    ``[allocation id, exit code, CPU seconds]`` on stdout when it ends; end of input ends it."""
+    ``[allocation id, exit code]`` on stdout when it ends; end of input ends it."""
     lock = threading.Lock()
 
     def one(job: Job) -> None:
-        cpu0 = time.thread_time()
         code = run_trial(job)
         with lock:
-            sys.stdout.write(json.dumps([job[0], code, time.thread_time() - cpu0]) + "\n")
+            sys.stdout.write(json.dumps([job[0], code]) + "\n")
             sys.stdout.flush()
 
     for line in sys.stdin:
@@ -97,8 +96,6 @@ def plugin() -> types.ModuleType:
             self._done: dict[str, threading.Event] = {}
             self.client_cpu = 0.0
             """CPU seconds the trials spent in this process (``thread`` clients), to subtract."""
-            self.helper_cpu = 0.0
-            """CPU seconds the trials spent in the client process (``process`` clients)."""
             self._lock = threading.Lock()
             self.exited = 0
             """Trials that ended (the progress the end-to-end run samples its CPU against)."""
@@ -140,20 +137,17 @@ def plugin() -> types.ModuleType:
         def _in_thread(self, job: Job) -> None:
             cpu0 = time.thread_time()
             code = run_trial(job)
-            self._ended(job[0], code, time.thread_time() - cpu0, here=True)
+            self._ended(job[0], code, time.thread_time() - cpu0)
 
         def _receive(self) -> None:
             assert self._child is not None and self._child.stdout is not None
             for line in self._child.stdout:
-                allocation_id, code, cpu = json.loads(line)
-                self._ended(allocation_id, code, cpu, here=False)
+                allocation_id, code = json.loads(line)
+                self._ended(allocation_id, code, 0.0)  # nothing of it ran in this process
 
-        def _ended(self, allocation_id: str, code: int, cpu: float, *, here: bool) -> None:
+        def _ended(self, allocation_id: str, code: int, client_cpu: float) -> None:
             with self._lock:
-                if here:
-                    self.client_cpu += cpu
-                else:
-                    self.helper_cpu += cpu
+                self.client_cpu += client_cpu
                 self.exited += 1
             self._notify("allocation_exited", allocation_id, code, None)
             with self._cond:

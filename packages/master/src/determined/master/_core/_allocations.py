@@ -80,7 +80,7 @@ class Allocations:
     def __init__(self, transactions: Transactions, rm: Any) -> None:
         self._transactions = transactions
         self._rm = rm
-        self.owner_sessions = OwnerSessions(transactions, transactions.db)
+        self.owner_sessions = OwnerSessions(transactions)
         """The owner's session of each live experiment's trials (``DET_USER_TOKEN``)."""
         self._by_id: dict[str, AllocState] = {}
         self._by_token: dict[str, AllocState] = {}
@@ -362,7 +362,7 @@ _ALLOCATION_EXITED = (
         preemption_requested=bindparam("preempted"),
     )
 )
-"""Allocation rows written without loading them first (a SELECT per trial), built once, run by
-``_held_rows.update_unloaded`` (a copy the session holds is expired). The authentication cache
-does not see such a write in a flush; :meth:`Allocations.mark_exited` notes the exit's revocation
+"""Allocation rows written without loading them first (a SELECT per trial), built once, run at the
+commit by ``_held_rows.write_at_commit`` with the transaction's other exits. The authentication
+cache does not see such a write in a flush; :meth:`Allocations.mark_exited` notes the exit's revocation
 (``db.note_revoked``) for it."""

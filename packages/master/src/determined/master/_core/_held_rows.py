@@ -1,5 +1,5 @@
 """Rows a transaction's session holds already: found without a SELECT, and kept in step with the
-UPDATEs the trial path writes without loading rows; and UPDATEs written together at the commit.
+UPDATEs the trial path writes without loading rows; and statements written together at the commit.
 
 On every trial's path an ORM-enabled UPDATE (``session.execute(update(Model)...)``, which keeps
 loaded copies in step by evaluating its WHERE clause in Python) cost about 7 times a plain one on
@@ -61,11 +61,12 @@ def _matches(obj: Any, match: dict[str, Any], *, loaded_only: bool) -> bool:
 def write_at_commit(session: Session, statement: Executable, params: dict[str, Any]) -> None:
     """Run ``statement`` with ``params`` when ``session`` commits, after its ORM changes are
     flushed, in one executemany with the other calls of the same statement: exits or launches
-    handled together in one transaction then write their rows in one statement, not one each.
+    handled together in one transaction then write their rows in one statement, not one each,
+    and the master's log lines of a transaction go in one multi-row INSERT.
 
     Only for rows nothing in the transaction reads back (they change at the commit, and copies
-    the session holds are not expired), whose UPDATE must win over the transaction's ORM changes
-    to them, as :func:`update_unloaded`'s does."""
+    the session holds are not expired); an UPDATE wins over the transaction's ORM changes to its
+    rows, as :func:`update_unloaded`'s does."""
     pending = session.info.setdefault(_AT_COMMIT, {})
     pending.setdefault(id(statement), (statement, []))[1].append(params)
 

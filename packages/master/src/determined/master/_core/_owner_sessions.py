@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from determined.master import _auth
 from determined.master._core._held_rows import update_unloaded
 from determined.master._core._transactions import Transactions
-from determined.master.db import Database, Experiment, UserSession, note_revoked, utcnow
+from determined.master.db import Experiment, UserSession, note_revoked, utcnow
 
 RENEW_S = 3600.0
 """How long one session is handed to new trials before the next one is made."""
@@ -49,14 +49,14 @@ class _Made:
 class OwnerSessions:
     """The owner sessions of live experiments' trials this master made (in memory)."""
 
-    def __init__(self, transactions: Transactions, db: Database) -> None:
+    def __init__(self, transactions: Transactions) -> None:
         self._transactions = transactions
         self._lock = threading.Lock()
         self._current: dict[int, _Made] = {}
         """The session new trials of an experiment get."""
         self._open: dict[int, list[str]] = {}
         """Digests of every session made for an experiment, to revoke at its end."""
-        event.listen(db._sessions, "after_flush", self._after_flush)
+        event.listen(transactions.db._sessions, "after_flush", self._after_flush)
 
     def token(self, session: Session, exp: Experiment) -> str:
         """The owner's token for a new trial of ``exp`` (a session is made in the open

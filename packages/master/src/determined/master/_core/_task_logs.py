@@ -5,10 +5,11 @@ from __future__ import annotations
 import logging
 from typing import Any, cast
 
-from sqlalchemy import Table, event, insert
+from sqlalchemy import Table, insert
 from sqlalchemy.orm import Session
 
 from determined.master import _wire
+from determined.master._core._held_rows import write_at_commit
 from determined.master._core._log_policies import monitor as monitor_log_policies
 from determined.master.db import Database, TaskLog, utcnow
 
@@ -26,10 +27,9 @@ def master_log(
 
     The line is written when ``session`` commits, with every other master line of that transaction
     in one multi-row INSERT (a trial's launch and exit write several)."""
-    pending = session.info.get(_PENDING)
-    if pending is None:
-        pending = session.info[_PENDING] = []
-    pending.append(
+    write_at_commit(
+        session,
+        _INSERT_LINE,
         {
             "task_id": task_id,
             "allocation_id": allocation_id,
@@ -39,29 +39,13 @@ def master_log(
             "log": message.rstrip("\n") + "\n",
             "source": "master",
             "stdtype": "stdout",
-        }
+        },
     )
 
 
-_PENDING = "det_master_log_lines"
-
-
-@event.listens_for(Session, "before_commit")
-def _write_master_lines(session: Session) -> None:
-    pending = session.info.pop(_PENDING, None)
-    if pending:
-        # Core, built once: the ORM's bulk insert of these dicts cost several times the INSERT.
-        # Flushed first, as the commit would: a line may belong to a task added in this session.
-        session.flush()
-        session.connection().execute(_INSERT_LINE, pending)
-
-
 _INSERT_LINE = insert(cast("Table", TaskLog.__table__))
-
-
-@event.listens_for(Session, "after_rollback")
-def _drop_master_lines(session: Session) -> None:
-    session.info.pop(_PENDING, None)
+"""Core, built once: the ORM's bulk insert of these dicts cost several times the INSERT. Run
+after the transaction's flush (``write_at_commit``): a line may belong to a task added in it."""
 
 
 def store_task_lines(db: Database, task_id: str, allocation_id: str, lines: list[Any]) -> None:
