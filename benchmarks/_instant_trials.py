@@ -28,10 +28,10 @@ import time
 import types
 from typing import Any
 
-import yaml
-
-Job = tuple[str, str, str, str, float]
-"""What a trial needs: (allocation id, master URL, trial id, allocation token, learning rate)."""
+Job = tuple[str, str, str, str, str]
+"""What a trial needs: (allocation id, master URL, trial id, allocation token, ``DET_HPARAMS``).
+The trial decodes its hyperparameters itself, as a trial process does: the master's process only
+passes the launch spec's string on."""
 
 
 def loss(lr: float, batches: int) -> float:
@@ -43,7 +43,8 @@ def run_trial(job: Job) -> int:
     """One instant trial: its operations until the searcher is done with it; its exit code."""
     import requests
 
-    _, master, trial_id, token, lr = job
+    _, master, trial_id, token, hparams = job
+    lr = float(json.loads(hparams)["lr"])
     base = f"{master.rstrip('/')}/api/v1/trials/{trial_id}"
     # the allocation token in its own header, as det's and upstream's trials send it
     headers = {"Grpc-Metadata-x-allocation-token": f"Bearer {token}"}
@@ -117,13 +118,12 @@ def plugin() -> types.ModuleType:
             done = threading.Event()
             self._done[spec.allocation_id] = done
             env = spec.env
-            lr = float(yaml.safe_load(env["DET_HPARAMS"])["lr"])
             job = (
                 spec.allocation_id,
                 env["DET_MASTER"],
                 env["DET_TRIAL_ID"],
                 env["DET_SESSION_TOKEN"],
-                lr,
+                env["DET_HPARAMS"],
             )
             self._notify("allocation_started", spec.allocation_id, 0)
             if self._child is not None:
