@@ -88,11 +88,11 @@ demo:
 
 lint: install
 	$(BIN)/ruff check packages tests examples benchmarks
-	$(BIN)/ruff format --check packages tests examples benchmarks
+	$(BIN)/ruff format --check packages tests examples benchmarks docs README.md
 	$(BIN)/mypy packages/core/src packages/master/src
 
 format: install
-	$(BIN)/ruff format packages tests examples benchmarks
+	$(BIN)/ruff format packages tests examples benchmarks docs README.md
 	$(BIN)/ruff check --fix packages tests examples benchmarks
 
 # Rewrite the lock from the current environment (run after editing requirements/main.txt).
