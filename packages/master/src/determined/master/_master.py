@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import datetime
 import logging
-import pathlib
 import socket
 import threading
 import time
@@ -256,7 +255,3 @@ class Master:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def work_dir(master: Master) -> pathlib.Path:
-    return master.data_dir / "work"

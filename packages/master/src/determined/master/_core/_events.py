@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import pathlib
 import queue
 import threading
 import time
@@ -32,6 +31,7 @@ from determined.master._core._task_logs import store_task_lines
 from determined.master._core._transactions import Transactions
 from determined.master._core._trial_exits import TrialExits
 from determined.master._core._trial_launches import TrialLaunches
+from determined.master._core._work_dirs import WorkDirs
 from determined.master.db import (
     Allocation,
     utcnow,
@@ -57,13 +57,14 @@ class AllocationEvents:
         allocations: Allocations,
         trial_exits: TrialExits,
         rm: Any,
-        data_dir: pathlib.Path,
+        work_dirs: WorkDirs,
         cluster_id: str,
     ) -> None:
         self._transactions = transactions
         self._db = transactions.db
         self._allocations = allocations
         self._trial_exits = trial_exits
+        self._work_dirs = work_dirs
         self.master_url = ""
         """The URL trials reach the master on (known once the HTTP socket is bound)."""
         self._queue: queue.Queue[_Event] = queue.Queue()
@@ -80,7 +81,7 @@ class AllocationEvents:
             allocations,
             rm,
             self._queue,
-            data_dir,
+            work_dirs,
             cluster_id,
             lambda: self.master_url,
         )
@@ -235,6 +236,8 @@ class AllocationEvents:
         self._transactions.batch(
             trials, lambda session, args: self._trial_exited(session, *args), load
         )
+        for allocation_id, *_ in exits:
+            self._work_dirs.discard(allocation_id)  # handled: nothing runs or reads there any more
 
     def _trial_exit(self, allocation_id: str, exit_code: int | None, error: str | None) -> bool:
         """Whether this exit is a trial's to handle in a lifecycle transaction (else it is handled

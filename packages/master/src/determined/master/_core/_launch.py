@@ -65,6 +65,7 @@ def interpreter_bin_dir(config: dict[str, Any]) -> str:
 def prepare_trial(
     *,
     work_dir: pathlib.Path,
+    info_dir: pathlib.Path,
     model_definition: bytes | None,
     master_url: str,
     cluster_id: str,
@@ -89,8 +90,8 @@ def prepare_trial(
     user: str,
     user_token: str,
 ) -> tuple[dict[str, str], str | None]:
-    """Extract the context, write the ClusterInfo file, build the environment (``config_json``:
-    ``config`` encoded, shared by the trials of an experiment).
+    """Extract the context into ``work_dir``, write the ClusterInfo file into ``info_dir``, build
+    the environment (``config_json``: ``config`` encoded, shared by the trials of an experiment).
 
     Returns:
         ``(env, startup_hook_path_or_None)``.
@@ -98,7 +99,6 @@ def prepare_trial(
     _fresh_dir(work_dir)
     if model_definition:
         extract(model_definition, work_dir)
-    info_dir = work_dir.parent / f"{work_dir.name}.info"
     info_dir.mkdir(exist_ok=True)
     info = ClusterInfo(
         master_url=master_url,

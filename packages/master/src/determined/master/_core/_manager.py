@@ -5,6 +5,7 @@
     SearcherStates      the searcher of each running experiment, persisted in snapshots
     Lifecycle           the experiment/trial state machine and the searcher's actions
     TrialExits          what comes after an allocation ended (restart, pause, terminal state)
+    WorkDirs            allocations' work directories, removed once the allocations end
     AllocationEvents    the resource manager's events, handled on one dispatcher thread
     Experiments         experiment and trial operations of the REST API
     SearcherOperations  the searcher-operations protocol of running trials
@@ -79,6 +80,7 @@ from determined.master._core._trial_sources import TrialSources
 from determined.master._core._unmanaged import UnmanagedRuns
 from determined.master._core._usage import ResourceUsage
 from determined.master._core._webhooks import Webhooks
+from determined.master._core._work_dirs import WorkDirs
 from determined.master._core._workspaces import Workspaces
 from determined.master.db import Database, utcnow
 from determined.master.db._metric_inserts import prepared_form
@@ -103,8 +105,9 @@ class Manager:
             self.transactions, self.allocations, self.searcher_states, rm, self._start_gc
         )
         self.trial_exits = TrialExits(self.lifecycle, self.searcher_states)
+        self.work_dirs = WorkDirs(data_dir)
         self.events = AllocationEvents(
-            self.transactions, self.allocations, self.trial_exits, rm, data_dir, cluster_id
+            self.transactions, self.allocations, self.trial_exits, rm, self.work_dirs, cluster_id
         )
         """What the resource manager is started with (its ``ResourceManagerEvents``)."""
         self.experiments = Experiments(
@@ -130,7 +133,7 @@ class Manager:
         self.cluster_view = ClusterView(db, rm, utcnow())
         self.resource_usage = ResourceUsage(db)
         self.log_settings = LogSettings()
-        self.tasks = Tasks(db, rm, data_dir, cluster_id, lambda: self.events.master_url)
+        self.tasks = Tasks(db, rm, self.work_dirs, cluster_id, lambda: self.events.master_url)
         self.events.tasks = self.tasks
         self.checkpoint_gc = CheckpointGC(db, self.tasks)
         self.agent_states = AgentStates(
@@ -191,6 +194,7 @@ class Manager:
     def recover(self) -> None:
         """Resume every non-terminal experiment after a (re)start of the master."""
         self.agent_states.restore()  # before anything is scheduled
+        self.work_dirs.discard_all()  # every allocation of an earlier master has ended
         recover(self.transactions, self._rm, self.searcher_states, self.lifecycle, self.trial_exits)
         self.tasks.recover()
 
@@ -213,6 +217,7 @@ class Manager:
         self.webhooks.stop()
         self.notebooks.close()
         self.tasks.close()
+        self.work_dirs.close()
 
     def _start_gc(self, exp_id: int) -> None:
         threading.Thread(

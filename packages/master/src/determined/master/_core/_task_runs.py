@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import pathlib
 import threading
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from typing import Any
 
 from determined.master._core._task_launch import free_port, prepare_task
 from determined.master._core._task_logs import master_log
+from determined.master._core._work_dirs import WorkDirs
 from determined.master.db import Allocation, Database, NtscTask, Task, User, UserSession, utcnow
 
 logger = logging.getLogger("determined.master")
@@ -56,13 +56,13 @@ class TaskRuns:
         self,
         db: Database,
         rm: Any,
-        data_dir: pathlib.Path,
+        work_dirs: WorkDirs,
         cluster_id: str,
         master_url: Callable[[], str],
     ) -> None:
         self._db = db
         self._rm = rm
-        self._data_dir = data_dir
+        self._work_dirs = work_dirs
         self._cluster_id = cluster_id
         self._master_url = master_url
         self._lock = threading.Lock()
@@ -159,7 +159,7 @@ class TaskRuns:
             self._rm.release(aid)
             return
         address = (list(assignment.container_addrs) or ["127.0.0.1"])[0]
-        work_dir = self._data_dir / "work" / aid
+        work_dir = self._work_dirs.of(aid)
         try:
             port = free_port(address) if row.proxied else None
             argv, env, hook = prepare_task(

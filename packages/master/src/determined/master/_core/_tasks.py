@@ -12,7 +12,6 @@ session of that user (``DET_USER_TOKEN``), revoked when the task ends.
 from __future__ import annotations
 
 import datetime
-import pathlib
 import time
 import uuid
 from collections.abc import Callable
@@ -33,6 +32,7 @@ from determined.master._core._task_records import (
 )
 from determined.master._core._task_runs import LiveTask, TaskRuns
 from determined.master._core._task_watch import TaskWatchdog
+from determined.master._core._work_dirs import WorkDirs
 from determined.master._limits import Limits
 from determined.master._task_container_defaults import with_container_defaults
 from determined.master._wire import APIError
@@ -54,13 +54,13 @@ class Tasks:
         self,
         db: Database,
         rm: Any,
-        data_dir: pathlib.Path,
+        work_dirs: WorkDirs,
         cluster_id: str,
         master_url: Callable[[], str],
     ) -> None:
         self._db = db
         self._rm = rm
-        self.runs = TaskRuns(db, rm, data_dir, cluster_id, master_url)
+        self.runs = TaskRuns(db, rm, work_dirs, cluster_id, master_url)
         self.watchdog = TaskWatchdog(self.runs)
         self.limits = Limits()
         """The master config's limits (the master sets them; the per-user task quota)."""

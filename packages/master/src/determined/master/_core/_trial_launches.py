@@ -36,6 +36,7 @@ from determined.master._core._port_waits import PortWaits
 from determined.master._core._proxy_ports import ProxyPorts, services_of
 from determined.master._core._task_logs import master_log
 from determined.master._core._transactions import Transactions
+from determined.master._core._work_dirs import WorkDirs
 from determined.master.db import Allocation
 
 logger = logging.getLogger("determined.master")
@@ -62,7 +63,7 @@ class TrialLaunches:
         allocations: Allocations,
         rm: Any,
         events: queue.Queue[Any],
-        data_dir: pathlib.Path,
+        work_dirs: WorkDirs,
         cluster_id: str,
         master_url: Callable[[], str],
     ) -> None:
@@ -70,7 +71,7 @@ class TrialLaunches:
         self._allocations = allocations
         self._rm = rm
         self._events = events
-        self._data_dir = data_dir
+        self._work_dirs = work_dirs
         self._cluster_id = cluster_id
         self._master_url = master_url
         self.proxy_ports = ProxyPorts()
@@ -153,7 +154,7 @@ class TrialLaunches:
 
         alloc, rows, assignment, argv = claim
         aid = alloc.allocation_id
-        work_dir = self._data_dir / "work" / aid
+        work_dir = self._work_dirs.of(aid)
         try:
             env, hook = self._prepare(alloc, rows, assignment, work_dir)
         except Exception as e:
@@ -186,6 +187,7 @@ class TrialLaunches:
         latest_uuid, steps = rows.resume if rows.resume else (None, 0)
         return _launch.prepare_trial(
             work_dir=work_dir,
+            info_dir=self._work_dirs.info_of(alloc.allocation_id),
             model_definition=exp.model_definition,
             master_url=self._master_url(),
             cluster_id=self._cluster_id,
