@@ -38,11 +38,14 @@ def test_a_trials_directories_live_while_it_runs_and_go_when_it_ends(
 
 def test_a_commands_directory_goes_when_it_exits(sqlite_master: Any) -> None:
     client = Client(sqlite_master.url).login()
-    task = client.post("/api/v1/commands", {"config": {"entrypoint": "true", "resources": {"slots": 0}}})["command"]
+    task = client.post(
+        "/api/v1/commands", {"config": {"entrypoint": "true", "resources": {"slots": 0}}}
+    )["command"]
     aid = f"{task['id']}.1"
     wait_for(
-        lambda: client.get(f"/api/v1/commands/{task['id']}")["command"]["state"]
-        == "STATE_TERMINATED",
+        lambda: (
+            client.get(f"/api/v1/commands/{task['id']}")["command"]["state"] == "STATE_TERMINATED"
+        ),
         120,
         "the command to end",
     )
