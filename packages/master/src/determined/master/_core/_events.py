@@ -236,8 +236,8 @@ class AllocationEvents:
         self._transactions.batch(
             trials, lambda session, args: self._trial_exited(session, *args), load
         )
-        for allocation_id, *_ in exits:
-            self._work_dirs.discard(allocation_id)  # handled: nothing runs or reads there any more
+        # handled: nothing runs or reads there any more
+        self._work_dirs.discard(allocation_id for allocation_id, *_ in exits)
 
     def _trial_exit(self, allocation_id: str, exit_code: int | None, error: str | None) -> bool:
         """Whether this exit is a trial's to handle in a lifecycle transaction (else it is handled

@@ -20,6 +20,7 @@ import pathlib
 import queue
 import shutil
 import threading
+from collections.abc import Iterable
 
 logger = logging.getLogger("determined.master")
 
@@ -32,7 +33,7 @@ class WorkDirs:
 
     def __init__(self, data_dir: pathlib.Path) -> None:
         self.root = data_dir / "work"
-        self._queue: queue.SimpleQueue[pathlib.Path | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[pathlib.Path] | None] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -46,10 +47,10 @@ class WorkDirs:
         """The directory of a trial allocation's ClusterInfo file."""
         return self.root / f"{allocation_id}{INFO_SUFFIX}"
 
-    def discard(self, allocation_id: str) -> None:
-        """Remove the ended allocation's directories (on the removal thread; missing is fine)."""
-        self._put(self.of(allocation_id))
-        self._put(self.info_of(allocation_id))
+    def discard(self, allocation_ids: Iterable[str]) -> None:
+        """Remove the ended allocations' directories (on the removal thread, which wakes once for
+        them all; what is missing is fine)."""
+        self._put([p for aid in allocation_ids for p in (self.of(aid), self.info_of(aid))])
 
     def discard_all(self) -> None:
         """Remove every directory there now: at start-up, before anything is launched, all of
@@ -58,8 +59,7 @@ class WorkDirs:
             entries = list(self.root.iterdir())
         except FileNotFoundError:
             return
-        for path in entries:
-            self._put(path)
+        self._put(entries)
 
     def wait_idle(self, timeout: float = 10.0) -> bool:
         """Wait until every removal asked for is done; False on timeout (tests)."""
@@ -74,7 +74,9 @@ class WorkDirs:
             self._thread = None
         self._queue.put(None)
 
-    def _put(self, path: pathlib.Path) -> None:
+    def _put(self, paths: list[pathlib.Path]) -> None:
+        if not paths:
+            return
         with self._lock:
             self._pending += 1
             if self._thread is None:
@@ -82,15 +84,16 @@ class WorkDirs:
                     target=self._remove_queued, name="det-work-dirs", daemon=True
                 )
                 self._thread.start()
-        self._queue.put(path)
+        self._queue.put(paths)
 
     def _remove_queued(self) -> None:
         while True:
-            path = self._queue.get()
-            if path is None:
+            paths = self._queue.get()
+            if paths is None:
                 return
             try:
-                _remove(path)
+                for path in paths:
+                    _remove(path)
             finally:
                 with self._idle:
                     self._pending -= 1
