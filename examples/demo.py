@@ -136,7 +136,7 @@ def main() -> int:
     print(
         f"  REST API        {url}/api/v1/experiments/{exp_id}  (OpenAPI docs at {url}/api/v1/docs)"
     )
-    print(f"  data directory  {DATA_DIR}  (SQLite database, trial work dirs, master log)")
+    print(f"  data directory  {DATA_DIR}  (SQLite database, running trials' work dirs, master log)")
     print(f"  checkpoints     {DATA_DIR / 'checkpoints'}")
     print(f"  stop the master {BIN / 'det-master'} down --data-dir {DATA_DIR}")
     return 0 if exp["state"] == "STATE_COMPLETED" else 1
